@@ -1,0 +1,141 @@
+"""The A2A 1.0 JSON-RPC client (the only module that imports requests).
+
+One `requests.Session` per process, created after fork, with a pool large enough for every open
+stream plus the unary calls made while streams are open (a2a-wire-notes 4.7). Streams use a
+(connect, read) timeout whose read part exceeds the kernel's 15 s `: ping`, so long silent turns
+survive while a dead peer is still noticed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, decode_message, unwrap
+from agui_bridge.a2a.sse_parser import SseParser
+
+log = logging.getLogger(__name__)
+
+A2A_VERSION_HEADER = ("A2A-Version", "1.0")
+STREAM_PARAMS_CONFIGURATION = {"acceptedOutputModes": ["text/plain"]}
+
+
+class A2AStream:
+    """An open upstream SSE response; `batches()` yields the events of each network read."""
+
+    def __init__(self, response: requests.Response) -> None:
+        self._response = response
+        self._parser = SseParser()
+
+    def batches(self) -> Iterator[list[A2AEvent]]:
+        try:
+            for chunk in self._response.iter_content(chunk_size=None):
+                messages = self._parser.feed(chunk)
+                if messages:
+                    yield [decode_message(m) for m in messages]
+            tail = self._parser.close()
+            if tail:
+                yield [decode_message(m) for m in tail]
+        except requests.RequestException as exc:
+            raise A2ATransportError(f"A2A stream broke: {type(exc).__name__}") from exc
+
+    def abort(self) -> None:
+        """Wake a reader blocked in recv() from another thread, then close (stack-notes 2.2)."""
+        try:
+            sock = self._response.raw._connection.sock  # type: ignore[union-attr]
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except (AttributeError, OSError):
+            pass
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._response.close()
+        except Exception:
+            log.debug("closing the A2A stream failed", exc_info=True)
+
+
+class A2AClient:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 300.0,
+        call_timeout_s: float = 10.0,
+        pool_maxsize: int = 1024,
+    ) -> None:
+        self.base_url = base_url if base_url.endswith("/") else base_url + "/"
+        self._stream_timeout = (connect_timeout_s, read_timeout_s)
+        self._call_timeout = (connect_timeout_s, call_timeout_s)
+        self._session = requests.Session()
+        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool_maxsize, max_retries=0)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
+        self._session.headers.update({A2A_VERSION_HEADER[0]: A2A_VERSION_HEADER[1]})
+        if token:
+            self._session.headers["Authorization"] = f"Bearer {token}"
+
+    @staticmethod
+    def _envelope(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+
+    def open_stream(self, method: str, params: dict[str, Any]) -> A2AStream:
+        """POST a streaming JSON-RPC call; JSON-RPC errors (HTTP 200 JSON) raise A2ARpcError."""
+        try:
+            response = self._session.post(
+                self.base_url, json=self._envelope(method, params), stream=True, timeout=self._stream_timeout
+            )
+        except requests.RequestException as exc:
+            raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            response.close()
+            raise A2ATransportError(f"A2A answered HTTP {response.status_code}")
+        content_type = response.headers.get("Content-Type", "")
+        if "text/event-stream" not in content_type:
+            try:
+                payload = json.loads(response.content)
+            except ValueError as exc:
+                raise A2ATransportError("A2A answered with a body that is not JSON") from exc
+            finally:
+                response.close()
+            unwrap(payload)  # raises A2ARpcError for an error object
+            raise A2ATransportError("A2A answered a streaming call without a stream")
+        return A2AStream(response)
+
+    def call(self, method: str, params: dict[str, Any]) -> A2AEvent:
+        """A unary JSON-RPC call; the result is unwrapped like a stream event."""
+        try:
+            response = self._session.post(
+                self.base_url, json=self._envelope(method, params), timeout=self._call_timeout
+            )
+        except requests.RequestException as exc:
+            raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            raise A2ATransportError(f"A2A answered HTTP {response.status_code}")
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise A2ATransportError("A2A answered with a body that is not JSON") from exc
+        return unwrap(payload)
+
+    def cancel_task(self, task_id: str) -> A2AEvent:
+        return self.call("CancelTask", {"id": task_id})
+
+    def get_task(self, task_id: str, history_length: int = 100) -> A2AEvent:
+        return self.call("GetTask", {"id": task_id, "historyLength": history_length})
+
+    def close(self) -> None:
+        self._session.close()
+
+
+__all__ = ["A2AClient", "A2ARpcError", "A2AStream", "A2ATransportError"]

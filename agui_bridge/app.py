@@ -1,0 +1,40 @@
+"""The application factory: settings -> collaborators -> blueprints (flaskr, grown up)."""
+
+from __future__ import annotations
+
+import os
+
+from flask import Flask
+
+from agui_bridge.a2a.client import A2AClient
+from agui_bridge.runtime import select_runtime
+from agui_bridge.service import BridgeService
+from agui_bridge.settings import Settings, settings_from_env
+from agui_bridge.state.store import ThreadStore
+from agui_bridge.web import health_api, run_api
+from agui_bridge.web.context import EXTENSION_KEY
+from agui_bridge.web.http_errors import register_error_handlers
+
+DEFAULT_A2A_URL = "http://127.0.0.1:41242/"
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """Build one app per worker process (after fork): no I/O happens here beyond object creation."""
+    settings = settings or settings_from_env(os.environ)
+    app = Flask("agui_bridge")
+    app.config["MAX_CONTENT_LENGTH"] = None  # the run view enforces its own limit while reading
+    store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)
+    client = A2AClient(
+        settings.a2a_url or DEFAULT_A2A_URL,
+        settings.a2a_token,
+        connect_timeout_s=settings.upstream_connect_timeout_s,
+        read_timeout_s=settings.upstream_read_timeout_s,
+        call_timeout_s=settings.upstream_call_timeout_s,
+        pool_maxsize=settings.max_active_runs_per_worker + 64,
+    )
+    service = BridgeService(settings, store, client, select_runtime(settings.runtime_backend))
+    app.extensions[EXTENSION_KEY] = service
+    app.register_blueprint(health_api.bp)
+    app.register_blueprint(run_api.bp)
+    register_error_handlers(app, settings.default_language)
+    return app

@@ -1,0 +1,147 @@
+"""Admission of one POST / under the thread's file lock (behaviour.md 3.3 with D1, D6, D7).
+
+Every decision re-reads the thread file under its lock; nothing in process memory decides whether a
+thread is busy, so N gunicorn workers behave like one process.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agui_bridge.errors import (
+    DuplicateRunId,
+    ExecutionLost,
+    ResumeRequired,
+    RunIdConflict,
+    StateUnavailable,
+    ThreadBindingConflict,
+    ThreadBusy,
+)
+from agui_bridge.state import model
+from agui_bridge.state.store import StateError, ThreadStore
+from agui_bridge.validation.run_input import RunInput
+
+
+@dataclass
+class RunTicket:
+    """Everything a stream needs about its admitted run; a snapshot, not a cache."""
+
+    thread_id: str
+    run_id: str
+    parent_run_id: str | None
+    execution_id: str
+    context_id: str
+    ros_invocation_id: str
+    cwd: str
+    task_id: str | None
+    session_id: str | None
+    is_resume: bool
+    owner: str
+    text_digests: set[str] = field(default_factory=set)
+    pending: dict[str, model.PendingInterrupt] = field(default_factory=dict)
+    orphaned_task_ids: list[str] = field(default_factory=list)
+    expired_task_ids: list[str] = field(default_factory=list)
+
+
+def _lease_is_live(lease: model.RunLease | None, now_ms: int, is_alive: Callable[[str], bool]) -> bool:
+    return lease is not None and lease.expires_at_ms > now_ms and is_alive(lease.owner)
+
+
+def _reclaim_dead_lease(state: model.ThreadState, ticket_orphans: list[str]) -> None:
+    """A run whose owner died: cancel its task (after the lock) and retire its execution (D6)."""
+    lease = state.active_run
+    state.active_run = None
+    if lease is None or lease.execution_id != state.execution.execution_id:
+        return
+    if state.execution.pending:
+        return  # an announced interrupt survives its owner
+    if state.execution.task_id:
+        ticket_orphans.append(state.execution.task_id)
+    model.retire_execution(state)
+
+
+def _drop_expired_pending(state: model.ThreadState, now_ms: int, expired_tasks: list[str]) -> bool:
+    """D1: a new run on a thread whose pending interrupts all expired cleans them up first."""
+    pending = state.execution.pending
+    if not pending or any(p.expires_at_ms > now_ms for p in pending.values()):
+        return False
+    if state.execution.task_id:
+        expired_tasks.append(state.execution.task_id)
+    model.retire_execution(state)
+    return True
+
+
+def admit_run(
+    store: ThreadStore,
+    run: RunInput,
+    *,
+    cwd: str,
+    digest: str,
+    owner: str,
+    now_ms: int,
+    lease_ttl_ms: int,
+    is_alive: Callable[[str], bool],
+) -> RunTicket:
+    is_resume = run.resume is not None
+    orphans: list[str] = []
+    expired: list[str] = []
+    try:
+        with store.transaction(run.thread_id) as txn:
+            state = txn.state
+            if state is None:
+                if is_resume:
+                    raise ExecutionLost("execution_lost")
+                state = model.new_thread(
+                    run.thread_id, cwd, run.props.user_id, run.props.ros_invocation_id, str(uuid.uuid4())
+                )
+                fresh = True
+            else:
+                fresh = False
+            previous = state.run_digests.get(run.run_id)
+            if previous is not None:
+                raise DuplicateRunId() if previous == digest else RunIdConflict()
+            if _lease_is_live(state.active_run, now_ms, is_alive):
+                raise ThreadBusy()
+            if state.active_run is not None:
+                _reclaim_dead_lease(state, orphans)
+            if state.cwd != cwd or state.user_id != run.props.user_id:
+                raise ThreadBindingConflict()
+            if is_resume:
+                if run.props.ros_invocation_id != state.execution.ros_invocation_id:
+                    raise ExecutionLost("resume_mismatch")
+            else:
+                if state.execution.pending and not _drop_expired_pending(state, now_ms, expired):
+                    raise ResumeRequired()
+                if not fresh:
+                    model.rotate_execution(state, run.props.ros_invocation_id, str(uuid.uuid4()))
+            execution = state.execution
+            state.active_run = model.RunLease(
+                run_id=run.run_id,
+                execution_id=execution.execution_id,
+                owner=owner,
+                expires_at_ms=now_ms + lease_ttl_ms,
+            )
+            state.run_digests[run.run_id] = digest
+            state.last_activity_ms = now_ms
+            txn.commit(state)
+            return RunTicket(
+                thread_id=run.thread_id,
+                run_id=run.run_id,
+                parent_run_id=run.parent_run_id,
+                execution_id=execution.execution_id,
+                context_id=state.context_id,
+                ros_invocation_id=execution.ros_invocation_id,
+                cwd=state.cwd,
+                task_id=execution.task_id,
+                session_id=state.session_id,
+                is_resume=is_resume,
+                owner=owner,
+                text_digests=set(execution.text_snapshot_digests),
+                pending=dict(execution.pending),
+                orphaned_task_ids=orphans,
+                expired_task_ids=expired,
+            )
+    except StateError as exc:
+        raise StateUnavailable() from exc

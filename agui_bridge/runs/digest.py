@@ -1,0 +1,12 @@
+"""Request digests for run idempotency (behaviour.md 3.2): canonical JSON, Python number rules."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def request_digest(raw: Any) -> str:
+    canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()

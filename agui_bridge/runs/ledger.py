@@ -1,0 +1,117 @@
+"""Durable commit points of a running stream (behaviour.md 8.5), each a locked read-modify-write.
+
+Every write re-reads the thread file and checks that this run still holds the lease, so a run whose
+lease was reclaimed can never overwrite the thread it lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from agui_bridge.runs.admission import RunTicket
+from agui_bridge.state import model
+from agui_bridge.state.store import StateError, ThreadStore
+
+
+class LeaseLost(StateError):
+    """The thread no longer records this run as its active run."""
+
+
+class RunLedger:
+    def __init__(self, store: ThreadStore, ticket: RunTicket) -> None:
+        self._store = store
+        self._ticket = ticket
+
+    def _update(self, mutate: Callable[[model.ThreadState], None], *, require_lease: bool = True) -> None:
+        with self._store.transaction(self._ticket.thread_id) as txn:
+            state = txn.state
+            if state is None:
+                raise LeaseLost("thread file disappeared")
+            lease = state.active_run
+            if require_lease and (lease is None or lease.run_id != self._ticket.run_id):
+                raise LeaseLost("run lease lost")
+            mutate(state)
+            txn.commit(state)
+
+    def _same_execution(self, state: model.ThreadState) -> bool:
+        return state.execution.execution_id == self._ticket.execution_id
+
+    def record_task(self, task_id: str) -> None:
+        def mutate(state: model.ThreadState) -> None:
+            if self._same_execution(state):
+                state.execution.task_id = task_id
+
+        self._update(mutate)
+        self._ticket.task_id = task_id
+
+    def record_session(self, session_id: str) -> None:
+        def mutate(state: model.ThreadState) -> None:
+            state.session_id = session_id
+
+        self._update(mutate)
+        self._ticket.session_id = session_id
+
+    def renew(self, now_ms: int, ttl_ms: int) -> bool:
+        """Extend the lease; returns True when a cancel was requested from another worker."""
+        cancel_requested = False
+
+        def mutate(state: model.ThreadState) -> None:
+            nonlocal cancel_requested
+            lease = state.active_run
+            if lease is not None:
+                lease.expires_at_ms = now_ms + ttl_ms
+                cancel_requested = lease.cancel_requested
+
+        self._update(mutate)
+        return cancel_requested
+
+    def commit_interrupt(
+        self,
+        pending: dict[str, model.PendingInterrupt],
+        text_digests: Iterable[str],
+        now_ms: int,
+    ) -> None:
+        """Persist the pending interrupts and release the lease in one write (fail closed, D7)."""
+
+        def mutate(state: model.ThreadState) -> None:
+            if not self._same_execution(state):
+                raise LeaseLost("execution rotated")
+            for input_id, entry in pending.items():
+                existing = state.execution.pending.get(input_id)
+                if existing is not None and existing.sideband:
+                    entry.sideband = True
+                state.execution.pending[input_id] = entry
+            state.execution.text_snapshot_digests = sorted(
+                set(state.execution.text_snapshot_digests) | set(text_digests)
+            )
+            state.active_run = None
+            state.last_activity_ms = now_ms
+
+        self._update(mutate)
+
+    def finish(self, now_ms: int, *, retire: bool) -> None:
+        """Release the lease (before the terminal event, D7) and retire a finished execution."""
+
+        def mutate(state: model.ThreadState) -> None:
+            lease = state.active_run
+            if lease is not None and lease.run_id == self._ticket.run_id:
+                state.active_run = None
+            if retire and self._same_execution(state) and not state.execution.pending:
+                model.retire_execution(state)
+            state.last_activity_ms = now_ms
+
+        self._update(mutate, require_lease=False)
+
+    def fail_closed(self, now_ms: int) -> None:
+        """After a failed recovery-critical write: drop pending, retire, release (best effort)."""
+
+        def mutate(state: model.ThreadState) -> None:
+            if self._same_execution(state):
+                state.execution.pending.clear()
+                model.retire_execution(state)
+            lease = state.active_run
+            if lease is not None and lease.run_id == self._ticket.run_id:
+                state.active_run = None
+            state.last_activity_ms = now_ms
+
+        self._update(mutate, require_lease=False)

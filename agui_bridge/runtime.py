@@ -1,0 +1,147 @@
+"""Concurrency back-ends (the only module that imports gevent).
+
+gunicorn's gevent worker patches the process; there greenlets pump upstream streams. Anywhere the
+socket module is not patched (Flask dev server, legacy WSGI hosts, an unpatched test client) real
+threads are used instead, because a greenlet blocked in an unpatched recv() would freeze the
+response (stack-notes 2.2).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue as std_queue
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Empty(Exception):
+    """queue_get timed out."""
+
+
+class TaskHandle(Protocol):
+    def stop(self, timeout: float) -> None: ...
+
+    def alive(self) -> bool: ...
+
+
+class Runtime(Protocol):
+    name: str
+
+    def spawn(self, fn: Callable[..., Any], *args: Any, name: str) -> TaskHandle: ...
+
+    def make_queue(self, maxsize: int) -> Any: ...
+
+    def queue_get(self, q: Any, timeout: float) -> Any: ...
+
+    def queue_put(self, q: Any, item: Any, timeout: float | None) -> None: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class _ThreadHandle:
+    def __init__(self, thread: threading.Thread, on_stop: Callable[[], None] | None) -> None:
+        self._thread = thread
+        self.on_stop = on_stop
+
+    def stop(self, timeout: float) -> None:
+        if self.on_stop is not None:
+            self.on_stop()
+        self._thread.join(timeout)
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+class ThreadRuntime:
+    name = "threads"
+
+    def spawn(self, fn: Callable[..., Any], *args: Any, name: str) -> _ThreadHandle:
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(fn, *args), name=name, daemon=True)
+        thread.start()
+        return _ThreadHandle(thread, None)
+
+    def make_queue(self, maxsize: int) -> std_queue.Queue[Any]:
+        return std_queue.Queue(maxsize)
+
+    def queue_get(self, q: std_queue.Queue[Any], timeout: float) -> Any:
+        try:
+            return q.get(timeout=max(timeout, 0.0))
+        except std_queue.Empty:
+            raise Empty from None
+
+    def queue_put(self, q: std_queue.Queue[Any], item: Any, timeout: float | None) -> None:
+        q.put(item, timeout=timeout)
+
+    def sleep(self, seconds: float) -> None:
+        threading.Event().wait(seconds)
+
+
+class _GreenletHandle:
+    def __init__(self, greenlet: Any) -> None:
+        self._greenlet = greenlet
+        self.on_stop: Callable[[], None] | None = None
+
+    def stop(self, timeout: float) -> None:
+        self._greenlet.kill(block=True, timeout=timeout)
+
+    def alive(self) -> bool:
+        return not self._greenlet.dead
+
+
+class GeventRuntime:
+    name = "gevent"
+
+    def __init__(self) -> None:
+        import gevent
+        import gevent.queue
+
+        self._gevent = gevent
+        self._queue_mod = gevent.queue
+
+    def spawn(self, fn: Callable[..., Any], *args: Any, name: str) -> _GreenletHandle:
+        context = contextvars.copy_context()
+        greenlet = self._gevent.Greenlet(context.run, fn, *args)
+        greenlet.name = name
+        greenlet.start()
+        return _GreenletHandle(greenlet)
+
+    def make_queue(self, maxsize: int) -> Any:
+        return self._queue_mod.Queue(maxsize)
+
+    def queue_get(self, q: Any, timeout: float) -> Any:
+        try:
+            return q.get(timeout=max(timeout, 0.0))
+        except self._queue_mod.Empty:
+            raise Empty from None
+
+    def queue_put(self, q: Any, item: Any, timeout: float | None) -> None:
+        q.put(item, timeout=timeout)
+
+    def sleep(self, seconds: float) -> None:
+        self._gevent.sleep(seconds)
+
+
+def socket_is_patched() -> bool:
+    try:
+        from gevent import monkey
+    except ImportError:  # pragma: no cover - gevent is a hard dependency
+        return False
+    return bool(monkey.is_module_patched("socket"))
+
+
+def select_runtime(choice: str = "auto") -> Runtime:
+    """`auto` picks gevent exactly when the socket module is patched (stack-notes 2.2)."""
+    if choice == "gevent" or (choice == "auto" and socket_is_patched()):
+        return GeventRuntime()
+    return ThreadRuntime()
+
+
+def require_patched(modules: tuple[str, ...] = ("socket", "ssl", "threading", "time")) -> None:
+    """Fail at worker boot, not at the first stuck stream, if gevent patching is incomplete."""
+    from gevent import monkey
+
+    missing = [m for m in modules if not monkey.is_module_patched(m)]
+    if missing:
+        raise RuntimeError(f"gevent did not patch: {', '.join(missing)}")

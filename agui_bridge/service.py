@@ -1,0 +1,78 @@
+"""Use cases behind the HTTP surface (no Flask here): health, start a run.
+
+The service owns the process-wide collaborators (store, A2A client, runtime) that `create_app`
+builds once per worker, after fork.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from agui_bridge.a2a.client import A2AClient
+from agui_bridge.errors import ServiceUnavailable
+from agui_bridge.runs.admission import admit_run
+from agui_bridge.runs.digest import request_digest
+from agui_bridge.runs.stream import RunStream, StreamDeps
+from agui_bridge.runs.workspace import resolve_cwd
+from agui_bridge.runtime import Runtime
+from agui_bridge.settings import Settings
+from agui_bridge.state.owner import current_owner, owner_is_alive
+from agui_bridge.state.store import ThreadStore
+from agui_bridge.validation.run_input import parse_run_input
+
+PROTOCOL_PACKAGE_VERSION = "1.0.0"
+
+
+class BridgeService:
+    def __init__(self, settings: Settings, store: ThreadStore, client: A2AClient, runtime: Runtime) -> None:
+        self.settings = settings
+        self.store = store
+        self.client = client
+        self.runtime = runtime
+        self.owner = current_owner()
+        self.draining = False
+        self._active = 0
+        self._active_lock = threading.Lock()
+        self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "protocol": "ag-ui",
+            "protocolPackageVersion": PROTOCOL_PACKAGE_VERSION,
+            "executionKernel": "a2a-1.0",
+            "serverVersion": self.settings.server_version,
+        }
+
+    @property
+    def active_runs(self) -> int:
+        return self._active
+
+    def _on_run_end(self, run_id: str, outcome: str) -> None:
+        with self._active_lock:
+            self._active -= 1
+
+    def start_run(self, raw: dict[str, Any], language: str) -> RunStream:
+        """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED)."""
+        if self.draining or self._active >= self.settings.max_active_runs_per_worker:
+            raise ServiceUnavailable()
+        run = parse_run_input(raw)
+        cwd = resolve_cwd(run.props.cwd, self.settings.allowed_cwds)
+        ticket = admit_run(
+            self.store,
+            run,
+            cwd=cwd,
+            digest=request_digest(raw),
+            owner=self.owner,
+            now_ms=time.time_ns() // 1_000_000,
+            lease_ttl_ms=int(self.settings.lease_ttl_s * 1000),
+            is_alive=owner_is_alive,
+        )
+        with self._active_lock:
+            self._active += 1
+        return RunStream(self._deps, ticket, run, language)
+
+    def close(self) -> None:
+        self.client.close()

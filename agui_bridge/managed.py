@@ -68,9 +68,11 @@ class ManagedUpstream:
         raise ManagedUpstreamError("The local A2A process did not become ready in time.")
 
     def _healthy(self) -> bool:
-        request = urllib.request.Request(self.url + "health", headers={"Authorization": f"Bearer {self.token}"})
+        request = urllib.request.Request(  # noqa: S310 - a loopback http URL we built
+            self.url + "health", headers={"Authorization": f"Bearer {self.token}"}
+        )
         try:
-            with urllib.request.urlopen(request, timeout=0.5) as response:  # noqa: S310 - loopback URL we built
+            with urllib.request.urlopen(request, timeout=0.5) as response:
                 return bool(response.status == 200)
         except (urllib.error.URLError, OSError):
             return False

@@ -1,0 +1,342 @@
+"""ThreadStore: one JSON file per AG-UI thread, shared safely by every worker process (D6, 8.3).
+
+This is the only module that imports filelock. Rules it follows (stack-notes 3.1-3.3):
+
+* a NEW `FileLock` per operation, on a sidecar `<file>.lock`, always with a finite timeout;
+* read-modify-write always happens inside the lock, and always re-reads the file (no cache);
+* writes are temp file + fsync + `os.replace` + directory fsync, so lock-free readers see the old or the
+  new document, never a torn one;
+* directories are 0700 and files 0600; nothing is created or read until a thread is first touched.
+
+In front of the file lock sits an in-process lock per thread key, so greenlets (or threads) of one
+worker queue in memory instead of each polling `flock`; the file lock stays the source of truth.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from agui_bridge.state.errors import (
+    InvalidThreadId,
+    StateCorrupt,
+    StateError,
+    StateLockTimeout,
+    StateWriteFailed,
+)
+from agui_bridge.state.keys import thread_file_stem
+from agui_bridge.state.model import ThreadState, from_document, to_document
+
+__all__ = [
+    "InvalidThreadId",
+    "StateCorrupt",
+    "StateError",
+    "StateLockTimeout",
+    "StateWriteFailed",
+    "ThreadStore",
+    "ThreadTransaction",
+]
+
+THREADS_DIR = "threads"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+_REPLACE_RETRY_DELAYS_S = (0.01, 0.05, 0.1)
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _serialise(state: ThreadState) -> bytes:
+    """UTF-8, 2-space indent, non-ASCII literal, NaN forbidden, trailing newline (8.2)."""
+    text = json.dumps(to_document(state), indent=2, ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename or unlink in `directory` survive a crash."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _replace(source: str, target: Path) -> None:
+    """`os.replace`, retried briefly on PermissionError (a reader holding the file on some platforms)."""
+    for delay in _REPLACE_RETRY_DELAYS_S:
+        try:
+            os.replace(source, target)
+            return
+        except PermissionError:
+            time.sleep(delay)
+    os.replace(source, target)
+
+
+@dataclass
+class _KeyEntry:
+    lock: threading.Lock
+    users: int = 0
+
+
+class _KeyedLocks:
+    """Per-key in-process mutexes, created on demand and dropped when unused (bounded memory).
+
+    `threading.Lock` is looked up at call time, so after gevent's monkey-patching these are cooperative
+    gevent locks and under the thread back-end real locks. The guard is only held for dict updates,
+    never across a blocking call, so it is safe whichever kind it turned out to be.
+    """
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        self._guard = threading.Lock()
+        self._entries: dict[str, _KeyEntry] = {}
+
+    @contextmanager
+    def hold(self, key: str, timeout_s: float) -> Iterator[None]:
+        if self._pid != os.getpid():  # forked child: the parent's holders do not exist here
+            self._pid, self._guard, self._entries = os.getpid(), threading.Lock(), {}
+        with self._guard:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = _KeyEntry(threading.Lock())
+            entry.users += 1
+        try:
+            if not entry.lock.acquire(timeout=max(timeout_s, 0.0)):
+                raise StateLockTimeout("thread is locked by another request of this process")
+            try:
+                yield
+            finally:
+                entry.lock.release()
+        finally:
+            with self._guard:
+                entry.users -= 1
+                if entry.users == 0 and self._entries.get(key) is entry:
+                    del self._entries[key]
+
+
+class ThreadTransaction:
+    """One locked read-modify-write of a thread; only valid inside `ThreadStore.transaction`."""
+
+    def __init__(self, store: ThreadStore, thread_id: str, path: Path, state: ThreadState | None) -> None:
+        self.thread_id = thread_id
+        self.path = path
+        #: The thread as read from disk under the lock (None: no file), then as last committed.
+        self.state = state
+        self._store = store
+        self._open = True
+
+    def commit(self, state: ThreadState) -> None:
+        """Atomically write `state`; may be called more than once. Raises `StateWriteFailed`."""
+        self._check_open()
+        if state.thread_id != self.thread_id:
+            raise ValueError("state belongs to another thread")
+        self._store._write(self.path, state)
+        self.state = state
+
+    def delete(self) -> None:
+        """Remove the thread file (retention); a later `commit` in this block recreates it."""
+        self._check_open()
+        self._store._unlink(self.path)
+        self.state = None
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise RuntimeError("transaction is closed: the thread lock is no longer held")
+
+    def _close(self) -> None:
+        self._open = False
+
+
+class ThreadStore:
+    """Per-thread JSON files under `<root>/threads/`, locked across processes with filelock."""
+
+    def __init__(self, root: Path, lock_timeout_s: float = 10.0) -> None:
+        if not lock_timeout_s > 0:
+            raise ValueError("lock_timeout_s must be a positive, finite number of seconds")
+        self.root = Path(root)
+        self.threads_dir = self.root / THREADS_DIR
+        self.lock_timeout_s = float(lock_timeout_s)
+        self._local_locks = _KeyedLocks()
+
+    def path_for(self, thread_id: str) -> Path:
+        """`<root>/threads/<stem>.json`; raises `InvalidThreadId` for an empty id."""
+        return self.threads_dir / f"{thread_file_stem(thread_id)}.json"
+
+    # ----------------------------------------------------------------------------------------- reading
+
+    def read(self, thread_id: str) -> ThreadState | None:
+        """Lock-free snapshot (safe because writers use `os.replace`); never use it to decide a write."""
+        return self._read(self.path_for(thread_id), thread_id)
+
+    def _read(self, path: Path, thread_id: str) -> ThreadState | None:
+        raw = self._read_json(path)
+        if raw is None:
+            return None
+        return from_document(raw, thread_id)
+
+    @staticmethod
+    def _read_json(path: Path) -> object | None:
+        """Parsed JSON of `path`, None if missing. Symlinks and non-regular files are refused (8.3)."""
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StateCorrupt("thread file is a symlink") from None
+            raise StateError(f"thread file unreadable ({errno.errorcode.get(exc.errno or 0, '?')})") from exc
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise StateCorrupt("thread file is not a regular file")
+            if stat.S_IMODE(info.st_mode) != FILE_MODE and info.st_uid == os.geteuid():
+                with suppress(OSError):
+                    os.fchmod(fd, FILE_MODE)
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise StateError("thread file unreadable") from exc
+        finally:
+            os.close(fd)
+        try:
+            parsed: object = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise StateCorrupt("thread file is not valid UTF-8 JSON") from None
+        return parsed
+
+    # ----------------------------------------------------------------------------------------- locking
+
+    @contextmanager
+    def transaction(self, thread_id: str) -> Iterator[ThreadTransaction]:
+        """Hold the thread's lock, yield its freshly read state; write only what is committed.
+
+        Never nest transactions (same or other thread): a nested one on the same thread times out.
+        """
+        path = self.path_for(thread_id)
+        deadline = time.monotonic() + self.lock_timeout_s
+        self._ensure_dirs()
+        with self._local_locks.hold(path.name, self.lock_timeout_s):
+            remaining = max(deadline - time.monotonic(), 0.0)
+            lock = FileLock(
+                f"{path}.lock",
+                timeout=remaining,
+                mode=FILE_MODE,
+                fallback_to_soft=False,  # never silently degrade to marker files (stack-notes 3.3)
+                preserve_lock_file=True,  # waiters must share one inode
+            )
+            try:
+                lock.acquire()
+            except Timeout:
+                raise StateLockTimeout("thread file lock timed out") from None
+            except OSError as exc:
+                raise StateError("thread file lock unavailable") from exc
+            try:
+                txn = ThreadTransaction(self, thread_id, path, self._read(path, thread_id))
+                try:
+                    yield txn
+                finally:
+                    txn._close()
+            finally:
+                lock.release()
+
+    def delete(self, thread_id: str) -> None:
+        """Remove a thread's file under its lock. The empty `.lock` sidecar stays (see `_unlink`)."""
+        with self.transaction(thread_id) as txn:
+            if txn.state is not None or os.path.lexists(txn.path):
+                txn.delete()
+
+    def iter_thread_ids(self) -> Iterator[str]:
+        """threadId of every readable thread file; unreadable or misplaced files are skipped."""
+        try:
+            names = sorted(
+                entry.name
+                for entry in os.scandir(self.threads_dir)
+                if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False)
+            )
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StateError("state directory unreadable") from exc
+        for name in names:
+            try:
+                raw = self._read_json(self.threads_dir / name)
+            except StateError:
+                continue
+            thread_id = raw.get("threadId") if isinstance(raw, dict) else None
+            if not isinstance(thread_id, str) or not thread_id:
+                continue
+            try:
+                if f"{thread_file_stem(thread_id)}.json" != name:
+                    continue
+            except InvalidThreadId:
+                continue
+            yield thread_id
+
+    # ----------------------------------------------------------------------------------------- writing
+
+    def _ensure_dirs(self) -> None:
+        """Create root and threads/ as 0700 on first use (never at construction)."""
+        try:
+            for directory in (self.root, self.threads_dir):
+                if not directory.is_dir():
+                    with suppress(FileExistsError):
+                        directory.mkdir(mode=DIR_MODE, parents=True)
+                        os.chmod(directory, DIR_MODE)  # mkdir's mode is filtered by the umask
+        except OSError as exc:
+            raise StateError("state directory unavailable") from exc
+
+    def _write(self, path: Path, state: ThreadState) -> None:
+        try:
+            payload = _serialise(state)
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+            raise StateWriteFailed("thread state is not serialisable") from exc
+        try:
+            fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        except OSError as exc:
+            raise StateWriteFailed("cannot create a temporary state file") from exc
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+                handle.flush()
+                os.fchmod(handle.fileno(), FILE_MODE)
+                os.fsync(handle.fileno())
+            _replace(tmp_name, path)
+        except BaseException as exc:
+            with suppress(OSError):
+                os.unlink(tmp_name)
+            if isinstance(exc, OSError):
+                raise StateWriteFailed("thread state write failed") from exc
+            raise
+        try:
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            # The new file is visible but may not survive a crash: report it, the caller fails closed.
+            raise StateWriteFailed("thread state directory sync failed") from exc
+
+    @staticmethod
+    def _unlink(path: Path) -> None:
+        """Remove a thread file. The sidecar lock file is kept on purpose: a waiter may already hold
+        a descriptor on it, and unlinking it would let a newcomer lock a different inode."""
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StateWriteFailed("thread state delete failed") from exc
+        try:
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            raise StateWriteFailed("thread state directory sync failed") from exc

@@ -1,0 +1,172 @@
+"""Shared helpers for integration and e2e tests: request bodies, stream reading, a gunicorn server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from agui_bridge.demo.testing import free_port
+from tests.agui_checks import assert_valid_agui_stream, parse_sse
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_body(
+    thread_id: str,
+    text: str,
+    cwd: Path | str,
+    *,
+    run_id: str | None = None,
+    ros_invocation_id: str = "invocation-1",
+    **props: Any,
+) -> dict[str, Any]:
+    """A minimal RunAgentInput as the protocol reference shows it."""
+    iac: dict[str, Any] = {"schemaVersion": 1, "rosInvocationId": ros_invocation_id, "cwd": str(cwd), **props}
+    return {
+        "threadId": thread_id,
+        "runId": run_id or f"run-{uuid.uuid4()}",
+        "state": {},
+        "messages": [{"id": f"message-{uuid.uuid4()}", "role": "user", "content": text}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {"iacCode": iac},
+    }
+
+
+def new_thread_id() -> str:
+    return str(uuid.uuid4())
+
+
+def custom(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == "CUSTOM" and e["name"] == name]
+
+
+def a2a_task_state(a2a_url: str, token: str | None, task_id: str) -> str:
+    headers = {"A2A-Version": "1.0"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    response = requests.post(
+        a2a_url,
+        json={"jsonrpc": "2.0", "id": "probe", "method": "GetTask", "params": {"id": task_id, "historyLength": 1}},
+        headers=headers,
+        timeout=5,
+    )
+    return str(response.json()["result"]["status"]["state"])
+
+
+def wait_for_task_state(a2a_url: str, token: str | None, task_id: str, state: str, timeout_s: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    current = ""
+    while time.monotonic() < deadline:
+        current = a2a_task_state(a2a_url, token, task_id)
+        if current == state:
+            return current
+        time.sleep(0.1)
+    return current
+
+
+class BridgeServer:
+    """`agui-bridge serve` (gunicorn + gevent workers) on a free loopback port."""
+
+    def __init__(self, a2a_url: str, a2a_token: str | None, state_dir: Path, allowed_root: Path, **options: Any):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.a2a_url = a2a_url
+        self.a2a_token = a2a_token
+        self.state_dir = state_dir
+        self.allowed_root = allowed_root
+        self.options = {"workers": 2, "heartbeat_interval": 15, **options}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = state_dir.parent / f"bridge-{self.port}.log"
+
+    def start(self) -> BridgeServer:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        env["IAC_CODE_AGUI_ALLOWED_CWDS"] = str(self.allowed_root)
+        if self.a2a_token:
+            env["IAC_CODE_AGUI_A2A_TOKEN"] = self.a2a_token
+        for key, value in self.options.pop("env", {}).items():
+            env[key] = value
+        args = [sys.executable, "-m", "agui_bridge.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        args += ["--a2a-url", self.a2a_url, "--state-dir", str(self.state_dir)]
+        for name, value in self.options.items():
+            args += [f"--{name.replace('_', '-')}", str(value)]
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(args, env=env, stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"bridge exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if requests.get(self.url + "health", timeout=0.5).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("bridge did not become ready")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(5)
+        self.process = None
+
+    def worker_pids(self) -> list[int]:
+        assert self.process is not None
+        out = subprocess.run(["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True, check=False)
+        return [int(p) for p in out.stdout.split()]
+
+    def post(self, body: dict[str, Any], **kwargs: Any) -> requests.Response:
+        return requests.post(self.url, json=body, stream=True, timeout=60, **kwargs)
+
+    def run(self, body: dict[str, Any], *, expect: str | None = None) -> list[dict[str, Any]]:
+        """POST and read the whole stream; validate it as AG-UI (captured for the Node verifier)."""
+        with self.post(body) as response:
+            assert response.status_code == 200, response.text
+            raw = b"".join(response.iter_content(chunk_size=None))
+        return assert_valid_agui_stream(raw, expect_terminal=expect)
+
+
+@contextlib.contextmanager
+def bridge_server(*args: Any, **kwargs: Any) -> Iterator[BridgeServer]:
+    server = BridgeServer(*args, **kwargs).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def read_sse_until(
+    response: requests.Response, predicate: Any, timeout_s: float = 20
+) -> tuple[bytes, list[dict[str, Any]]]:
+    """Read a streaming response until `predicate(events)` holds; returns bytes and events so far."""
+    raw = b""
+    deadline = time.monotonic() + timeout_s
+    for chunk in response.iter_content(chunk_size=None):
+        raw += chunk
+        events = parse_sse(raw)
+        if predicate(events) or time.monotonic() > deadline:
+            return raw, events
+    return raw, parse_sse(raw)
+
+
+def dump(events: list[dict[str, Any]]) -> str:
+    return json.dumps(events, indent=1)[:4000]

@@ -1,0 +1,78 @@
+"""Lease owner ids and liveness, including PID reuse (stack-notes 3.4)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agui_bridge.state.owner import current_owner, owner_is_alive
+
+
+def test_current_owner_is_host_pid_start() -> None:
+    host, pid, start = current_owner().rsplit(":", 2)
+    assert host == socket.gethostname()
+    assert pid == str(os.getpid())
+    assert start
+    assert current_owner() == current_owner()
+
+
+def test_own_owner_is_alive() -> None:
+    assert owner_is_alive(current_owner())
+
+
+def test_dead_pid_is_not_alive() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    start = current_owner().rsplit(":", 1)[1]
+    assert not owner_is_alive(f"{socket.gethostname()}:{child.pid}:{start}")
+
+
+def test_same_pid_with_other_start_time_is_not_alive() -> None:
+    host, pid, start = current_owner().rsplit(":", 2)
+    other = str(int(start) + 1) if start.isdigit() else "r0000"
+    assert not owner_is_alive(f"{host}:{pid}:{other}")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
+def test_other_live_process_with_matching_start_time_is_alive() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with open(f"/proc/{child.pid}/stat", encoding="ascii") as handle:
+            start = handle.read().rpartition(")")[2].split()[19]
+        host = socket.gethostname()
+        assert owner_is_alive(f"{host}:{child.pid}:{start}")
+        assert not owner_is_alive(f"{host}:{child.pid}:{int(start) + 7}")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_other_host_is_assumed_alive() -> None:
+    assert owner_is_alive("some-other-host.invalid:1:12345")
+
+
+@pytest.mark.parametrize("owner", ["", "garbage", "host:pid:1", f"{socket.gethostname()}::1", "a:1:"])
+def test_malformed_owner_is_not_alive(owner: str) -> None:
+    assert not owner_is_alive(owner)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
+def test_zombie_process_is_not_alive() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    with open(f"/proc/{child.pid}/stat", encoding="ascii") as handle:
+        start = handle.read().rpartition(")")[2].split()[19]
+    owner = f"{socket.gethostname()}:{child.pid}:{start}"
+    child.kill()
+    try:
+        for _ in range(200):  # not reaped yet: a zombie keeps its pid but can never renew a lease
+            if not owner_is_alive(owner):
+                break
+            time.sleep(0.01)
+        assert not owner_is_alive(owner)
+    finally:
+        child.wait()

@@ -154,18 +154,35 @@ def bridge_server(*args: Any, **kwargs: Any) -> Iterator[BridgeServer]:
         server.stop()
 
 
+class StreamReader:
+    """Reads one streaming response incrementally with a single underlying iterator."""
+
+    def __init__(self, response: requests.Response) -> None:
+        self.response = response
+        self.raw = b""
+        self._chunks = response.iter_content(chunk_size=None)
+
+    def until(self, predicate: Any, timeout_s: float = 20) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        for chunk in self._chunks:
+            self.raw += chunk
+            events = parse_sse(self.raw)
+            if predicate(events) or time.monotonic() > deadline:
+                return events
+        return parse_sse(self.raw)
+
+    def rest(self) -> bytes:
+        for chunk in self._chunks:
+            self.raw += chunk
+        return self.raw
+
+
 def read_sse_until(
     response: requests.Response, predicate: Any, timeout_s: float = 20
 ) -> tuple[bytes, list[dict[str, Any]]]:
-    """Read a streaming response until `predicate(events)` holds; returns bytes and events so far."""
-    raw = b""
-    deadline = time.monotonic() + timeout_s
-    for chunk in response.iter_content(chunk_size=None):
-        raw += chunk
-        events = parse_sse(raw)
-        if predicate(events) or time.monotonic() > deadline:
-            return raw, events
-    return raw, parse_sse(raw)
+    reader = StreamReader(response)
+    events = reader.until(predicate, timeout_s)
+    return reader.raw, events
 
 
 def dump(events: list[dict[str, Any]]) -> str:

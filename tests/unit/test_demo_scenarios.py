@@ -1,0 +1,122 @@
+"""Scenario selection and scripts of the demo agent, as tables (no server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agui_bridge.demo import scenarios as sc
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("say hi", "plain"),
+        ("", "plain"),
+        ("Create a VPC template", "iac"),
+        ("give me a ROS TEMPLATE", "iac"),
+        ("vpc please", "iac"),
+        ("[THINK] q", "reasoning"),
+        ("let me think about it", "reasoning"),
+        ("use a tool", "tool"),
+        ("List Files in the workspace", "tool"),
+        ("a slow one", "slow"),
+        ("slow [SLOW 3]", "slow"),
+        ("please FAIL", "fail"),
+        ("[LONG 500]", "long"),
+        ("[long 7] slow fail", "long"),
+        ("[LONG 0]", "long"),
+        ("[LONG x]", "plain"),
+        # first match wins: fail > slow > reasoning > tool > iac
+        ("slow template that will fail", "fail"),
+        ("think slowly", "slow"),
+        ("think about a tool", "reasoning"),
+        ("a tool for a vpc template", "tool"),
+    ],
+)
+def test_select_scenario(text: str, expected: str) -> None:
+    assert sc.select_scenario(text).name == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [("[LONG 500]", 500), ("[long 1]", 1), ("[LONG 0]", 1), ("[LONG 999999999]", sc.LONG_MAX), ("hi", 0)],
+)
+def test_long_count(text: str, count: int) -> None:
+    assert sc.long_count(text) == count
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("slow", sc.SLOW_TOTAL_SECONDS), ("slow [SLOW 3]", 3.0), ("slow [slow 0.6]", 0.6), ("[SLOW]", 24.0)],
+)
+def test_slow_total_seconds(text: str, seconds: float) -> None:
+    assert sc.slow_total_seconds(text) == seconds
+
+
+def _steps(text: str) -> list[sc.Step]:
+    return list(sc.script_for(text))
+
+
+@pytest.mark.parametrize("text", ["say hi", "vpc template", "think", "tool", "slow [SLOW 1]", "[LONG 3]"])
+def test_successful_scripts_end_with_usage_then_final(text: str) -> None:
+    steps = _steps(text)
+    assert isinstance(steps[-1], sc.Final)
+    assert isinstance(steps[-2], sc.Usage)
+    assert sum(isinstance(s, sc.Final) for s in steps) == 1
+
+
+def test_fail_script_is_a_single_fail_step() -> None:
+    assert _steps("fail") == [sc.Fail("RetryableError: APIConnectionError: Connection error.")]
+
+
+def test_long_script_has_n_text_deltas() -> None:
+    assert sum(isinstance(s, sc.Text) for s in _steps("[LONG 500]")) == 500
+
+
+def test_slow_script_spreads_six_deltas_over_the_total() -> None:
+    steps = _steps("slow")
+    sleeps = [s.seconds for s in steps if isinstance(s, sc.Sleep)]
+    assert len(sleeps) == sc.SLOW_DELTAS
+    assert sum(sleeps) == pytest.approx(24.0)
+    assert sum(isinstance(s, sc.Text) for s in steps) == sc.SLOW_DELTAS
+    assert sum(s.seconds for s in _steps("slow [SLOW 3]") if isinstance(s, sc.Sleep)) == pytest.approx(3.0)
+
+
+def test_tool_script_status_order() -> None:
+    statuses = [s.status for s in _steps("tool") if isinstance(s, sc.Tool)]
+    assert statuses == ["started", "input_delta", "input_delta", "input_complete", "progress", "progress", "completed"]
+    tools = [s for s in _steps("tool") if isinstance(s, sc.Tool)]
+    assert {t.tool_use_id for t in tools} == {sc.DEMO_TOOL_USE_ID}
+    assert tools[3].fields["toolInput"] == {"path": "."}
+    assert isinstance(tools[-1].fields["result"], str)
+    assert "mcpProgress" in tools[4].fields
+
+
+def test_iac_script_streams_the_template_and_an_artifact() -> None:
+    steps = _steps("Create a VPC template")
+    text = "".join(s.delta for s in steps if isinstance(s, sc.Text))
+    assert sc.VPC_TEMPLATE in text
+    assert 10 <= sum(isinstance(s, sc.Text) for s in steps) <= 14
+    (artifact,) = [s for s in steps if isinstance(s, sc.Artifact)]
+    assert artifact.name == "vpc.ros.yaml"
+    assert artifact.content == sc.VPC_TEMPLATE
+    assert artifact.byte_size == len(sc.VPC_TEMPLATE.encode())
+    assert len(artifact.sha256) == 64
+
+
+def test_reasoning_script_thinks_before_text() -> None:
+    kinds = [type(s).__name__ for s in _steps("[THINK] q")]
+    assert kinds.index("Thinking") < kinds.index("Text")
+    assert kinds.count("Thinking") == 2
+
+
+@pytest.mark.parametrize("count", [1, 3, 10, 100])
+def test_split_deltas_concatenates_back(count: int) -> None:
+    parts = sc.split_deltas(sc.VPC_TEMPLATE, count)
+    assert "".join(parts) == sc.VPC_TEMPLATE
+    assert len(parts) <= max(count, 1) or count > len(sc.VPC_TEMPLATE.splitlines())
+
+
+def test_every_scenario_keyword_is_lower_case() -> None:
+    for scenario in sc.SCENARIOS:
+        assert all(k == k.lower() for k in scenario.keywords)

@@ -1,0 +1,206 @@
+"""Language selection (behaviour.md 1.7) and catalogue completeness (D12)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agui_bridge import i18n
+from agui_bridge.i18n import (
+    CATALOG,
+    IDENTICAL_TO_ENGLISH_ALLOWED,
+    SUPPORTED,
+    is_catalog_message,
+    key_for_message,
+    language_from_accept,
+    localise_text,
+    normalise_language,
+    process_default_language,
+    select_language,
+    translate,
+)
+
+REQUIRED_KEYS = tuple(
+    """
+unauthorized unsupported_media_type request_too_large cancel_request_too_large invalid_json
+cancel_invalid_json not_an_object invalid_envelope invalid_forwarded_props cancel_not_an_object
+cancel_fields_required new_run_requires_user_message unsupported_content remote_media image_media_type
+image_base64 image_too_large images_too_large image_invalid state_unavailable service_unavailable
+run_id_used thread_busy thread_binding_conflict resume_required execution_lost resume_mismatch
+task_unavailable session_unavailable execution_not_found resume_duplicate_ids resume_incomplete
+unknown_interrupt resume_payload_required resume_payload_invalid resume_no_answer resume_already_applied
+execution_expired task_mapping_failed session_mapping_failed interrupt_commit_failed answer_commit_failed
+session_backup_not_ready a2a_unavailable a2a_rejected_answer a2a_answer_not_accepted
+a2a_permission_not_accepted context_changed task_changed session_changed task_mismatch
+interrupt_other_task interrupt_other_context execution_failed cancelled cancelled_by_answer
+permission_required input_required tools_not_supported cwd_not_absolute cwd_invalid cwd_outside_roots
+cwd_not_directory cwd_cannot_create user_content_invalid internal_error
+field_required field_unknown field_null field_conflict field_type_string field_type_integer
+field_type_boolean field_type_object field_type_array field_type_content field_enum field_length
+field_positive field_invalid schema_version forwarded_props_only_iaccode
+""".split()  # noqa: SIM905 - a readable word list
+)
+
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [
+        ("en", "en"),
+        ("zh-CN", "zh"),
+        ("ja-JP", "ja"),
+        (" FR_ca ", "fr"),
+        ("pt-BR", "pt"),
+        ("de", "de"),
+        ("es-419", "es"),
+        ("ko", None),
+        ("", None),
+        ("*", None),
+        (None, None),
+        (1, None),
+        (["en"], None),
+    ],
+)
+def test_normalise_language(tag: object, expected: str | None) -> None:
+    assert normalise_language(tag) == expected
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, "en"),
+        ({"LANG": "de_DE.UTF-8"}, "de"),
+        ({"LANG": "C.UTF-8"}, "en"),
+        ({"LANG": "C.UTF-8", "LC_MESSAGES": "ja_JP.UTF-8"}, "ja"),
+        ({"LANGUAGE": "fr", "LC_ALL": "de_DE", "LANG": "es_ES"}, "fr"),
+        ({"LANGUAGE": "", "LC_ALL": "ko_KR.UTF-8", "LANG": "zh_CN.UTF-8"}, "zh"),
+        ({"LANGUAGE": "pt_BR:en"}, "pt"),
+        ({"LANG": "sr_RS@latin"}, "en"),
+        ({"LANG": "POSIX"}, "en"),
+    ],
+)
+def test_process_default_language(environ: dict[str, str], expected: str) -> None:
+    assert process_default_language(environ) == expected
+
+
+@pytest.mark.parametrize(
+    ("header", "default", "expected"),
+    [
+        ("ja-JP, en;q=0.5", "en", "ja"),
+        ("zh;q=0, en;q=0.2, ja;q=1", "en", "ja"),
+        ("en;q=0.2, zh-CN;q=1", "en", "zh"),
+        (None, "de", "de"),
+        ("", "fr", "fr"),
+        ("ko, it", "es", "es"),
+        ("*", "pt", "pt"),
+        ("ko, *;q=0.5", "ja", "ja"),
+        ("fr;q=0.5, de;q=0.5", "en", "fr"),
+        ("fr;Q=0.4, de;q=0.5", "en", "de"),
+        ("fr;q=abc, de;q=0.1", "en", "de"),
+        ("fr;q=1.5, de;q=0.1", "en", "de"),
+        ("fr;q=nan, de;q=0.1", "en", "de"),
+        ("fr;q=inf, de;q=0.1", "en", "de"),
+        ("fr;q=-1", "zh", "zh"),
+        (" , ;q=1, es", "en", "es"),
+        ("es;level=1;q=0.9, en;q=0.8", "en", "es"),
+        ("en", "xx", "en"),
+        (None, "xx", "en"),
+    ],
+)
+def test_language_from_accept(header: str | None, default: str, expected: str) -> None:
+    assert language_from_accept(header, default) == expected
+
+
+@pytest.mark.parametrize(
+    ("accept", "preferred", "default", "expected"),
+    [
+        ("ja", "zh-CN", "en", "zh"),
+        ("ja", "ko", "en", "ja"),
+        ("ja", None, "en", "ja"),
+        ("ja", 42, "en", "ja"),
+        (None, None, "de", "de"),
+        ("ko", "it", "fr", "fr"),
+    ],
+)
+def test_select_language(accept: str | None, preferred: object, default: str, expected: str) -> None:
+    assert select_language(accept, preferred, default) == expected
+
+
+def test_every_required_key_is_present() -> None:
+    missing = [key for key in REQUIRED_KEYS if key not in CATALOG]
+    assert missing == []
+
+
+@pytest.mark.parametrize("key", sorted(CATALOG))
+def test_catalog_entry_is_complete(key: str) -> None:
+    entry = CATALOG[key]
+    assert set(entry) == set(SUPPORTED)
+    english = entry["en"]
+    placeholders = set(PLACEHOLDER.findall(english))
+    for language, text in entry.items():
+        assert text.strip(), (key, language)
+        assert set(PLACEHOLDER.findall(text)) == placeholders, (key, language)
+        if language != "en" and (key, language) not in IDENTICAL_TO_ENGLISH_ALLOWED:
+            assert text != english, f"{key}/{language} is left in English"
+
+
+def test_field_rule_messages_name_the_field() -> None:
+    for key in CATALOG:
+        if key.startswith("field_") or key in {"schema_version", "forwarded_props_only_iaccode"}:
+            assert "{field}" in CATALOG[key]["en"], key
+
+
+@pytest.mark.parametrize(
+    ("key", "language", "params", "expected"),
+    [
+        ("unauthorized", "en", {}, "A valid bearer token is required."),
+        ("unauthorized", "de", {}, "Ein gültiges Bearer-Token ist erforderlich."),
+        ("unauthorized", "ko", {}, "A valid bearer token is required."),
+        ("unauthorized", "zh-CN", {}, "需要有效的 Bearer 令牌。"),
+        ("field_required", "en", {"field": "threadId"}, "threadId is required."),
+        (
+            "field_enum",
+            "fr",
+            {"field": "runMode", "choices": "normal, pipeline"},
+            "runMode doit être l'une des valeurs suivantes : normal, pipeline.",
+        ),
+        ("field_length", "en", {"field": "x"}, "x must be between {min} and {max} characters."),
+        ("field_required", "en", {"field": "{evil}"}, "{evil} is required."),
+        ("service_unavailable", "en", {}, "The AG-UI bridge is not accepting new runs right now. Retry later."),
+    ],
+)
+def test_translate(key: str, language: str, params: dict[str, str], expected: str) -> None:
+    assert translate(key, language, **params) == expected
+
+
+def test_unknown_key_raises_in_tests() -> None:
+    with pytest.raises(KeyError):
+        translate("no_such_key", "en")
+
+
+def test_unknown_key_falls_back_at_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    monkeypatch.delenv("AGUI_BRIDGE_I18N_STRICT", raising=False)
+    assert not i18n._strict_keys()
+    assert translate("no_such_key", "ja") == CATALOG["internal_error"]["ja"]
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("The A2A execution failed.", "execution_failed"),
+        ("A2A 执行失败。", "execution_failed"),
+        ("Task is already completed", None),
+        ("{field} is required.", None),
+    ],
+)
+def test_catalog_message_allow_list(text: str, key: str | None) -> None:
+    assert key_for_message(text) == key
+    assert is_catalog_message(text) is (key is not None)
+
+
+def test_localise_text_translates_only_our_messages() -> None:
+    assert localise_text("The A2A execution failed.", "es") == "La ejecución A2A falló."
+    assert localise_text("upstream says no", "es") == "upstream says no"

@@ -7,6 +7,7 @@ import os
 from flask import Flask
 
 from agui_bridge.a2a.client import A2AClient
+from agui_bridge.logs import configure_logging
 from agui_bridge.runtime import select_runtime
 from agui_bridge.service import BridgeService
 from agui_bridge.settings import Settings, settings_from_env
@@ -21,6 +22,7 @@ DEFAULT_A2A_URL = "http://127.0.0.1:41242/"
 def create_app(settings: Settings | None = None) -> Flask:
     """Build one app per worker process (after fork): no I/O happens here beyond object creation."""
     settings = settings or settings_from_env(os.environ)
+    configure_logging(settings.log_level)
     app = Flask("agui_bridge")
     app.config["MAX_CONTENT_LENGTH"] = None  # the run view enforces its own limit while reading
     store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)

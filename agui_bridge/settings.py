@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agui_bridge.i18n import process_default_language
+
 ENV_PREFIX = "IAC_CODE_AGUI_"
 MIB = 1024 * 1024
 
@@ -99,4 +101,7 @@ def settings_from_env(environ: Mapping[str, str], base: Settings | None = None) 
         changes["interrupt_ttl_s"] = float(ttl)
     if backend := environ.get(ENV_PREFIX + "RUNTIME"):
         changes["runtime_backend"] = backend
+    if level := environ.get(ENV_PREFIX + "LOG_LEVEL"):
+        changes["log_level"] = level
+    changes["default_language"] = process_default_language(environ)
     return settings.replace(**changes) if changes else settings

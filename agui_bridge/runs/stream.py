@@ -114,6 +114,7 @@ class RunStream:
         self._generator: Iterator[bytes] | None = None
         self._started = False
         self._cleaned = False
+        self._started_at = time.monotonic()
         self.outcome = "disconnected"
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -426,6 +427,16 @@ class RunStream:
             if not self._ticket.pending:
                 self._cancel_task_later(self._ticket.task_id)
             self._release(retire=not self._ticket.pending)
+        log.info(
+            "run ended",
+            extra={
+                "thread_id": self._ticket.thread_id,
+                "run_id": self._ticket.run_id,
+                "execution_id": self._ticket.execution_id,
+                "outcome": self.outcome,
+                "duration_ms": int((time.monotonic() - self._started_at) * 1000),
+            },
+        )
         if self._deps.on_run_end is not None:
             self._deps.on_run_end(self._ticket.run_id, self.outcome)
 

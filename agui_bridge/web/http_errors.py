@@ -43,9 +43,12 @@ def register_error_handlers(app: Flask, default_language: str) -> None:
 
     @app.errorhandler(HTTPException)
     def handle_http_exception(error: HTTPException) -> Response:
-        response = error.get_response()
-        response.data = f"{error.code} {error.name}".encode()
-        response.mimetype = "text/plain"
+        """404/405 stay plain text, as the reference serves them (behaviour.md 1.1)."""
+        response = Response(f"{error.code} {error.name}", status=error.code or 500, mimetype="text/plain")
+        if error.code == 405:
+            allowed = error.get_response().headers.get("Allow")
+            if allowed:
+                response.headers["Allow"] = allowed
         return response
 
     @app.errorhandler(Exception)

@@ -334,9 +334,7 @@ def _check_sequence(events: Sequence[dict[str, Any]], errors: list[str]) -> None
                 tracker.dangling(where, errors)
             for field in ("threadId", "runId"):
                 if field in event and start and event[field] != start.get(field):
-                    errors.append(
-                        f"{where}: {field} {event[field]!r} != RUN_STARTED {field} {start.get(field)!r}"
-                    )
+                    errors.append(f"{where}: {field} {event[field]!r} != RUN_STARTED {field} {start.get(field)!r}")
 
 
 def _check_terminal(events: Sequence[dict[str, Any]], expect: str, errors: list[str]) -> None:

@@ -117,9 +117,7 @@ def run_node_verifier(
     if quiet:
         cmd.append("--quiet")
     cmd.extend(str(p) for p in paths)
-    proc = subprocess.run(
-        cmd, cwd=CONFORMANCE_DIR, capture_output=True, text=True, timeout=NODE_TIMEOUT_S, check=False
-    )
+    proc = subprocess.run(cmd, cwd=CONFORMANCE_DIR, capture_output=True, text=True, timeout=NODE_TIMEOUT_S, check=False)
     results: list[dict[str, Any]] = []
     for line in proc.stdout.splitlines():
         line = line.strip()

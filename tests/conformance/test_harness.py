@@ -60,9 +60,7 @@ def valid_events() -> list[Event]:
         ev("TOOL_CALL_START", toolCallId="tool-1", toolCallName="bash", parentMessageId="assistant-1"),
         ev("TOOL_CALL_ARGS", toolCallId="tool-1", delta='{"command":"pwd"}'),
         ev("TOOL_CALL_END", toolCallId="tool-1"),
-        ev(
-            "TOOL_CALL_RESULT", messageId="tool-result-tool-1", toolCallId="tool-1", content="/w", role="tool"
-        ),
+        ev("TOOL_CALL_RESULT", messageId="tool-result-tool-1", toolCallId="tool-1", content="/w", role="tool"),
         ev("TEXT_MESSAGE_END", messageId="assistant-1"),
         ev(
             "RUN_FINISHED",
@@ -363,9 +361,7 @@ def test_official_client_alone_rejects_structural_errors(tmp_path: Path) -> None
 
 
 @pytest.mark.usefixtures("node_ready")
-def test_sessionfinish_fails_session_on_rejected_stream(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_sessionfinish_fails_session_on_rejected_stream(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("AGUI_NODE_VERIFY", raising=False)
     agui_checks.set_capture_dir(tmp_path)
     lines: list[str] = []

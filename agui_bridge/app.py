@@ -12,7 +12,7 @@ from agui_bridge.runtime import select_runtime
 from agui_bridge.service import BridgeService
 from agui_bridge.settings import Settings, settings_from_env
 from agui_bridge.state.store import ThreadStore
-from agui_bridge.web import health_api, run_api
+from agui_bridge.web import extension_api, health_api, run_api
 from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.web.http_errors import register_error_handlers
 
@@ -38,5 +38,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions[EXTENSION_KEY] = service
     app.register_blueprint(health_api.bp)
     app.register_blueprint(run_api.bp)
+    app.register_blueprint(extension_api.bp)
     register_error_handlers(app, settings.default_language)
     return app

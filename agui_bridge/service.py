@@ -11,8 +11,10 @@ import time
 from typing import Any
 
 from agui_bridge.a2a.client import A2AClient
-from agui_bridge.errors import ServiceUnavailable
+from agui_bridge.a2a.signals import A2AError
+from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
 from agui_bridge.runs.admission import admit_run
+from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.digest import request_digest
 from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.runs.workspace import resolve_cwd
@@ -73,6 +75,20 @@ class BridgeService:
         with self._active_lock:
             self._active += 1
         return RunStream(self._deps, ticket, run, language)
+
+    def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> dict[str, str]:
+        """The cancellation extension; A2A failures are a 503, never a 500 (D5)."""
+
+        def cancel_task(task_id: str) -> None:
+            try:
+                self.client.cancel_task(task_id)
+            except A2AError as exc:
+                raise A2AUnavailable() from exc
+
+        status = cancel_execution(
+            self.store, cancel_task, execution_id, thread_id, ros_invocation_id, time.time_ns() // 1_000_000
+        )
+        return {"executionId": execution_id, "status": status}
 
     def close(self) -> None:
         self.client.close()

@@ -79,7 +79,9 @@ def wait_for_task_state(a2a_url: str, token: str | None, task_id: str, state: st
 class BridgeServer:
     """`agui-bridge serve` (gunicorn + gevent workers) on a free loopback port."""
 
-    def __init__(self, a2a_url: str, a2a_token: str | None, state_dir: Path, allowed_root: Path, **options: Any):
+    def __init__(
+        self, a2a_url: str | None, a2a_token: str | None, state_dir: Path, allowed_root: Path | None, **options: Any
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.a2a_url = a2a_url
@@ -93,13 +95,18 @@ class BridgeServer:
     def start(self) -> BridgeServer:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-        env["IAC_CODE_AGUI_ALLOWED_CWDS"] = str(self.allowed_root)
+        if self.allowed_root is not None:
+            env["IAC_CODE_AGUI_ALLOWED_CWDS"] = str(self.allowed_root)
+        else:
+            env.pop("IAC_CODE_AGUI_ALLOWED_CWDS", None)
         if self.a2a_token:
             env["IAC_CODE_AGUI_A2A_TOKEN"] = self.a2a_token
         for key, value in self.options.pop("env", {}).items():
             env[key] = value
         args = [sys.executable, "-m", "agui_bridge.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
-        args += ["--a2a-url", self.a2a_url, "--state-dir", str(self.state_dir)]
+        if self.a2a_url is not None:
+            args += ["--a2a-url", self.a2a_url]
+        args += ["--state-dir", str(self.state_dir)]
         for name, value in self.options.items():
             args += [f"--{name.replace('_', '-')}", str(value)]
         log = self.log_path.open("ab")
@@ -117,11 +124,15 @@ class BridgeServer:
         self.stop()
         raise RuntimeError("bridge did not become ready")
 
-    def stop(self, sig: int = signal.SIGTERM) -> None:
+    def stop(self, sig: int = signal.SIGTERM, *, group: bool = True) -> None:
+        """Signal the whole process group, or (group=False) only the CLI/gunicorn master."""
         if self.process is None:
             return
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, sig)
+            if group:
+                os.killpg(self.process.pid, sig)
+            else:
+                os.kill(self.process.pid, sig)
         try:
             self.process.wait(20)
         except subprocess.TimeoutExpired:
@@ -129,10 +140,17 @@ class BridgeServer:
             self.process.wait(5)
         self.process = None
 
-    def worker_pids(self) -> list[int]:
+    def child_pids(self) -> list[int]:
         assert self.process is not None
         out = subprocess.run(["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True, check=False)
         return [int(p) for p in out.stdout.split()]
+
+    def managed_child_pid(self) -> int | None:
+        for pid in self.child_pids():
+            with contextlib.suppress(OSError):
+                if b"agui_bridge.demo" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return pid
+        return None
 
     def post(self, body: dict[str, Any], **kwargs: Any) -> requests.Response:
         return requests.post(self.url, json=body, stream=True, timeout=60, **kwargs)

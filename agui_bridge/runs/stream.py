@@ -343,7 +343,7 @@ class RunStream:
         ticket = self._ticket
         now_ms = self._now_ms()
         expires_ms = now_ms + int(self._settings.interrupt_ttl_s * 1000)
-        expires_at = ev.rfc3339_ms(expires_ms)
+        expires_at = model.format_rfc3339_ms(expires_ms)
         for request in inputs:
             for key in ("requestTaskId", "contextId"):
                 expected = ticket.task_id if key == "requestTaskId" else ticket.context_id

@@ -24,12 +24,6 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def rfc3339_ms(epoch_ms: int) -> str:
-    """`2026-11-29T19:30:00.000Z`: the form of `expiresAt` (D1)."""
-    seconds, millis = divmod(epoch_ms, 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
-
-
 def run_started(thread_id: str, run_id: str, parent_run_id: str | None = None) -> Event:
     event: Event = {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
     if parent_run_id is not None:

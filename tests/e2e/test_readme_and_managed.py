@@ -1,0 +1,37 @@
+"""The README's first command and curl example, with the demo agent as the managed upstream."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.bridge_harness import REPO_ROOT, BridgeServer, custom
+
+pytestmark = pytest.mark.e2e
+
+
+def readme_example_body() -> dict:  # type: ignore[type-arg]
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"curl -N http://127\.0\.0\.1:8000/.*?-d '(\{.*?\})'", readme, re.S)
+    assert match, "the README must show a curl -N example"
+    return json.loads(match.group(1))  # type: ignore[no-any-return]
+
+
+def test_readme_example_streams_success_through_the_managed_demo_agent(tmp_path: Path) -> None:
+    server = BridgeServer(None, None, tmp_path / "state", None).start()  # no --a2a-url: managed demo child
+    try:
+        child = server.managed_child_pid()
+        assert child is not None
+        events = server.run(readme_example_body(), expect="success")
+        assert events[0]["type"] == "RUN_STARTED" and events[-1]["outcome"] == {"type": "success"}
+        assert custom(events, "iac-code.artifact.v1")
+    finally:
+        server.stop(group=False)  # SIGTERM to the master only: it must stop its child itself
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists() or b"Z" in Path(f"/proc/{child}/stat").read_bytes().split(b")")[1][:3]

@@ -248,32 +248,35 @@ class RunStream:
             try:
                 item = runtime.queue_get(queue, min(next_heartbeat, next_renew) - time.monotonic())
             except Empty:
-                now = time.monotonic()
-                if now >= next_renew:
-                    next_renew = now + renew_s
-                    if self._renew(lease_ttl_ms):
-                        self._cancel_task_later(ticket.task_id)
-                        raise Cancelled() from None
-                if now >= next_heartbeat:
-                    next_heartbeat = now + heartbeat_s
-                    yield HEARTBEAT_FRAME
-                continue
+                item = None
             if item is _END:
                 break
             if isinstance(item, _PumpFailed):
                 raise item.error
-            out: list[Event] = []
-            done = False
-            for a2a_event in item:
-                if self._handle(a2a_event, out):
-                    done = True
+            if item is not None:
+                out: list[Event] = []
+                try:
+                    done = any(self._handle(a2a_event, out) for a2a_event in item)
+                except (_Terminal, BridgeError, A2AError):
+                    if out:  # what was projected before the failure is shown before its spans close
+                        yield encode_events(out)
+                    raise
+                if out:
+                    yield encode_events(out)
+                    next_heartbeat = time.monotonic() + heartbeat_s
+                if done:
                     break
-            if out:
-                yield encode_events(out)
-                next_heartbeat = time.monotonic() + heartbeat_s
-            if done:
-                break
-        yield encode_events(self._finish())
+            now = time.monotonic()
+            if now >= next_renew:  # also while events flow, so a busy run never loses its lease
+                next_renew = now + renew_s
+                if self._renew(lease_ttl_ms):
+                    self._cancel_task_later(ticket.task_id)
+                    raise Cancelled()
+            if now >= next_heartbeat:
+                next_heartbeat = now + heartbeat_s
+                yield HEARTBEAT_FRAME
+        if not self._finished:  # an interrupt already wrote its RUN_FINISHED
+            yield encode_events(self._finish())
 
     def _renew(self, lease_ttl_ms: int) -> bool:
         try:
@@ -380,7 +383,7 @@ class RunStream:
                 self._projector.usage_entries(),
             )
         )
-        raise _Terminal(events)
+        return events
 
     def _finish(self) -> list[Event]:
         """The upstream turn ended (terminal state or closed stream): decide the outcome (5.9)."""

@@ -1,0 +1,153 @@
+"""RunStream with a scripted upstream (no network): batching, interrupts, fail-closed, lease renewal."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agui_bridge.a2a.signals import A2AEvent, unwrap
+from agui_bridge.runs.admission import admit_run
+from agui_bridge.runs.stream import RunStream, StreamDeps
+from agui_bridge.runtime import ThreadRuntime
+from agui_bridge.settings import Settings
+from agui_bridge.state.owner import current_owner, owner_is_alive
+from agui_bridge.state.store import StateWriteFailed, ThreadStore
+from agui_bridge.validation.run_input import parse_run_input
+from tests.agui_checks import assert_valid_agui_stream, event_types
+from tests.bridge_harness import run_body
+
+TASK, SESSION = "task-1", "session-1"
+
+
+def status(context_id: str, state: str = "TASK_STATE_WORKING", text: str | None = None, **iac: Any) -> A2AEvent:
+    body: dict[str, Any] = {"taskId": TASK, "contextId": context_id, "status": {"state": state}}
+    if text is not None:
+        body["status"]["message"] = {"messageId": f"{TASK}-message", "role": "ROLE_AGENT", "parts": [{"text": text}]}
+    body["metadata"] = {"iac_code": {"iacCodeSessionId": SESSION, **iac}}
+    return unwrap({"result": {"statusUpdate": body}})
+
+
+class FakeStream:
+    def __init__(self, batches: list[list[A2AEvent]], delay_s: float = 0.0) -> None:
+        self._batches = batches
+        self._delay_s = delay_s
+
+    def batches(self) -> Iterator[list[A2AEvent]]:
+        for batch in self._batches:
+            time.sleep(self._delay_s)
+            yield batch
+
+    def abort(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class FakeClient:
+    def __init__(self, batches: list[list[A2AEvent]], delay_s: float = 0.0) -> None:
+        self.stream = FakeStream(batches, delay_s)
+        self.cancelled: list[str] = []
+
+    def open_stream(self, method: str, params: dict[str, Any]) -> FakeStream:
+        return self.stream
+
+    def cancel_task(self, task_id: str) -> None:
+        self.cancelled.append(task_id)
+
+
+def make_stream(tmp_path: Path, script: Any, settings: Settings | None = None, store: ThreadStore | None = None):  # type: ignore[no-untyped-def]
+    settings = settings or Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
+    store = store or ThreadStore(settings.state_dir)
+    raw = run_body("thread-1", "hi", tmp_path)
+    run = parse_run_input(raw)
+    ticket = admit_run(
+        store, run, cwd=str(tmp_path), digest="d", owner=current_owner(), now_ms=int(time.time() * 1000),
+        lease_ttl_ms=int(settings.lease_ttl_s * 1000), is_alive=owner_is_alive,
+    )  # fmt: skip
+    client = FakeClient(script(ticket.context_id))
+    stream = RunStream(StreamDeps(settings, store, client, ThreadRuntime()), ticket, run, "en")  # type: ignore[arg-type]
+    return stream, client, store
+
+
+def collect(stream: RunStream) -> bytes:
+    try:
+        return b"".join(stream)
+    finally:
+        stream.close()
+
+
+def test_interrupt_in_the_same_batch_keeps_the_text_shown_before_it(tmp_path: Path) -> None:
+    permission = {
+        "kind": "permission",
+        "inputId": "perm-1",
+        "toolUseId": "tool-1",
+        "required": True,
+        "prompt": "Allow?",
+    }
+
+    def script(ctx: str) -> list[list[A2AEvent]]:
+        return [[status(ctx, text="Let me write it."), status(ctx, "TASK_STATE_INPUT_REQUIRED", input=permission)]]
+
+    stream, client, store = make_stream(tmp_path, script)
+    events = assert_valid_agui_stream(collect(stream), expect_terminal="interrupt", capture=False)
+    assert event_types(events)[-4:] == [
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
+    interrupt = events[-1]["outcome"]["interrupts"][0]
+    assert (interrupt["id"], interrupt["reason"], interrupt["toolCallId"]) == ("perm-1", "tool_call", "tool-1")
+    assert interrupt["responseSchema"]["properties"]["decision"]["enum"] == ["allow_once", "deny"]
+    assert interrupt["expiresAt"].endswith("Z")
+    state = store.read("thread-1")
+    assert state is not None and list(state.execution.pending) == ["perm-1"] and state.active_run is None
+    assert client.cancelled == []  # an interrupted task keeps waiting
+
+
+def test_failed_task_commit_fails_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def script(ctx: str) -> list[list[A2AEvent]]:
+        return [[status(ctx, text="hello")], [status(ctx, "TASK_STATE_INPUT_REQUIRED")]]
+
+    stream, client, _ = make_stream(tmp_path, script)
+
+    def refuse(self: Any, task_id: str) -> None:
+        raise StateWriteFailed("disk full")
+
+    monkeypatch.setattr("agui_bridge.runs.ledger.RunLedger.record_task", refuse)
+    events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
+    assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
+    deadline = time.monotonic() + 5
+    while not client.cancelled and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.cancelled == [TASK]
+
+
+def test_lease_is_renewed_while_events_keep_flowing(tmp_path: Path) -> None:
+    settings = Settings(
+        state_dir=tmp_path / "state", allowed_cwds=(tmp_path,), lease_ttl_s=0.3, lease_renew_interval_s=0.1
+    )
+
+    def script(ctx: str) -> list[list[A2AEvent]]:
+        return [[status(ctx, text=f"{i} ")] for i in range(20)] + [[status(ctx, "TASK_STATE_INPUT_REQUIRED")]]
+
+    store = ThreadStore(settings.state_dir)
+    stream, client, _ = make_stream(tmp_path, script, settings, store)
+    # The pump fills the queue at once and the reader is slow, so the queue is never empty: renewal
+    # must not depend on a quiet moment. 20 chunks x 0.07 s is far longer than the 0.3 s lease.
+    iterator = iter(stream)
+    chunks = [next(iterator)]
+    for chunk in iterator:
+        time.sleep(0.07)
+        chunks.append(chunk)
+        if len(chunks) == 15:
+            state = store.read("thread-1")
+            assert state is not None and state.active_run is not None
+            assert state.active_run.expires_at_ms > int(time.time() * 1000)
+    stream.close()
+    assert_valid_agui_stream(b"".join(chunks), expect_terminal="success", capture=False)

@@ -137,7 +137,7 @@ def test_lease_is_renewed_while_events_keep_flowing(tmp_path: Path) -> None:
         return [[status(ctx, text=f"{i} ")] for i in range(20)] + [[status(ctx, "TASK_STATE_INPUT_REQUIRED")]]
 
     store = ThreadStore(settings.state_dir)
-    stream, client, _ = make_stream(tmp_path, script, settings, store)
+    stream, _client, _ = make_stream(tmp_path, script, settings, store)
     # The pump fills the queue at once and the reader is slow, so the queue is never empty: renewal
     # must not depend on a quiet moment. 20 chunks x 0.07 s is far longer than the 0.3 s lease.
     iterator = iter(stream)

@@ -6,16 +6,18 @@ event for a new task, SUBMITTED and WORKING with ``iacCodeSessionId``, text delt
 status messages ``<taskId>-message``, the final echo ``<taskId>-2`` with ``assistantFinal``, and
 TASK_STATE_INPUT_REQUIRED without ``input`` at the end of every successful turn.
 
-Adding a step kind (e.g. an interrupt) means: a dataclass in ``scenarios``, one ``case`` in
-``_Turn.run_step``. An interrupt step would emit INPUT_REQUIRED with ``metadata.iac_code.input``,
-return ``_Flow.SUSPEND`` and leave the script generator parked in ``DemoAgentExecutor._parked``;
-``execute`` would then resume it with the answer instead of starting a new script.
+Adding a step kind means: a dataclass in ``scenarios``, one ``case`` in ``_Turn.run_step``. The
+``Ask`` step returns ``_Flow.SUSPEND``: ``DemoAgentExecutor`` emits INPUT_REQUIRED with
+``metadata.iac_code.input`` and parks the script in ``_waits``; ``execute`` resumes it once every
+input is answered instead of starting a new script (matching rules: demo/README.md "Interrupts").
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import enum
+import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,6 +38,7 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from a2a.utils.errors import InvalidParamsError
 
 from agui_bridge.demo import scenarios as sc
 
@@ -115,6 +118,82 @@ class _Flow(enum.Enum):
 
     CONTINUE = "continue"
     STOP = "stop"
+    SUSPEND = "suspend"
+
+
+#: The exact keys of a permission answer data part (behaviour.md 4.2); the text form
+#: ``IAC_CODE_PERMISSION:{...}`` may add ``contextId``.
+PERMISSION_ANSWER_KEYS = frozenset({"schemaVersion", "kind", "requestTaskId", "inputId", "toolUseId", "decision"})
+PERMISSION_TEXT_PREFIX = "IAC_CODE_PERMISSION:"
+PAYLOAD_MISMATCH = "Permission response payload fields do not match schemaVersion 1."
+NOT_ACTIVE = "permission_resume_invalid: pending permission is not active."
+#: Marker in a user text that makes ``ensure-restored`` answer 409 for that turn's session.
+BACKUP_NOT_READY_MARKER = "[backup_not_ready]"
+
+
+@dataclass
+class _Pending:
+    """One asked input: the script's request and the projection sent on the wire."""
+
+    request: sc.InputRequest
+    projection: dict[str, Any]
+    answer: str | None = None
+
+
+@dataclass
+class _Wait:
+    """A script parked on a task until every input of its ``Ask`` step is answered."""
+
+    script: sc.Script
+    inputs: list[_Pending]
+
+    def open_inputs(self) -> list[_Pending]:
+        return [p for p in self.inputs if p.answer is None]
+
+    def find(self, input_id: str) -> _Pending | None:
+        return next((p for p in self.open_inputs() if p.projection["inputId"] == input_id), None)
+
+
+def _value_to_python(value: Any) -> Any:
+    """A ``google.protobuf.Value`` (a data part) as plain JSON-like Python."""
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return {k: _value_to_python(v) for k, v in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [_value_to_python(v) for v in value.list_value.values]
+    if kind in (None, "null_value"):
+        return None
+    return getattr(value, kind)
+
+
+def permission_payload(message: Message | None) -> dict[str, Any] | None:
+    """The permission answer of a user message: its data part, or the ``IAC_CODE_PERMISSION:`` text."""
+    if message is None:
+        return None
+    for part in message.parts:
+        if part.HasField("data"):
+            data = _value_to_python(part.data)
+            return data if isinstance(data, dict) else {}
+        if part.text.startswith(PERMISSION_TEXT_PREFIX):
+            try:
+                value = json.loads(part.text[len(PERMISSION_TEXT_PREFIX) :])
+            except ValueError:
+                return {}
+            if isinstance(value, dict):
+                value.pop("contextId", None)
+                return value
+            return {}
+    return None
+
+
+def _payload_matches_schema(payload: dict[str, Any]) -> bool:
+    return (
+        set(payload) == PERMISSION_ANSWER_KEYS
+        and payload["schemaVersion"] == 1
+        and payload["kind"] == sc.PERMISSION
+        and payload["decision"] in (sc.ALLOW_ONCE, sc.DENY)
+        and all(isinstance(payload[k], str) for k in ("requestTaskId", "inputId", "toolUseId"))
+    )
 
 
 def _now() -> datetime:
@@ -145,6 +224,8 @@ class _Turn:
     cancelled: set[str]
     cwd: str | None = None
     text: list[str] = field(default_factory=list)
+    #: ``tool.artifact`` objects of artifacts produced for a tool, by toolUseId.
+    tool_artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def is_cancelled(self) -> bool:
@@ -204,6 +285,8 @@ class _Turn:
                 await self.status(working, thinking={"type": "raw_thinking", "text": text})
             case sc.Tool(status=tool_status, tool_use_id=tool_use_id, fields=fields):
                 tool = {**fields, "toolUseId": tool_use_id, "status": tool_status}
+                if tool_status == "completed" and tool_use_id in self.tool_artifacts:
+                    tool["artifact"] = self.tool_artifacts.pop(tool_use_id)
                 await self.status(working, tool=tool)
             case sc.Usage():
                 usage = {
@@ -216,7 +299,16 @@ class _Turn:
                 }
                 await self.status(working, usage=usage)
             case sc.Artifact():
-                await self.emit(self.artifact_event(step))
+                event, meta = self.artifact_event(step)
+                if step.tool_use_id is not None:
+                    self.tool_artifacts[step.tool_use_id] = {
+                        **meta,
+                        "artifactId": event.artifact.artifact_id,
+                        "filename": step.name,
+                    }
+                await self.emit(event)
+            case sc.Ask():
+                return _Flow.SUSPEND
             case sc.Sleep(seconds=seconds):
                 await asyncio.sleep(seconds)
             case sc.Fail(message=text, error_id=error_id, retryable=retryable):
@@ -237,7 +329,7 @@ class _Turn:
                 return _Flow.STOP
         return _Flow.CONTINUE
 
-    def artifact_event(self, step: sc.Artifact) -> TaskArtifactUpdateEvent:
+    def artifact_event(self, step: sc.Artifact) -> tuple[TaskArtifactUpdateEvent, dict[str, Any]]:
         """An ``artifactUpdate`` shaped like the kernel's externalised tool artifact."""
         artifact_id = str(uuid.uuid4())
         uri = f"iac-code-artifact://{artifact_id}/{step.name}"
@@ -251,25 +343,75 @@ class _Turn:
             meta["sourcePath"] = f"{self.cwd.rstrip('/')}/{step.name}"
         part = Part(url=uri, filename=step.name, media_type=step.media_type, metadata=meta)
         artifact = A2AArtifact(artifact_id=artifact_id, name=step.name, parts=[part], metadata=meta)
-        return TaskArtifactUpdateEvent(
+        event = TaskArtifactUpdateEvent(
             task_id=self.task_id, context_id=self.context_id, artifact=artifact, last_chunk=True
         )
+        return event, meta
 
 
 class DemoAgentExecutor(AgentExecutor):
-    """Runs one scripted turn per message; sessions are per contextId, like the kernel's."""
+    """Runs one scripted turn per message; sessions are per contextId, like the kernel's.
+
+    A script that yields ``Ask`` is parked on its task (``_waits``) after INPUT_REQUIRED; the next
+    message on that task is matched against the pending inputs (see ``execute``).
+    """
 
     def __init__(self, flow: FlowControl | None = None) -> None:
         self.flow = flow or FlowControl()
         self._sessions: dict[str, str] = {}
         self._cancelled: set[str] = set()
+        self._running: set[str] = set()
+        self._waits: dict[str, _Wait] = {}
+        #: inputIds already answered, per task (a second answer is a no-op ``inputReceived``).
+        self._answered: dict[str, dict[str, dict[str, Any]]] = {}
+        #: ``metadata.iac_code`` of tasks that have asked for input, as ``GetTask`` shows it: set
+        #: when the task starts waiting and never cleared by later turns (stale, as the kernel's).
+        self.task_metadata: dict[str, dict[str, Any]] = {}
+        self._executions: dict[str, str] = {}
+        self._backup_not_ready: set[str] = set()
+        self._instance_id = f"instance-{uuid.uuid4().hex}"
 
     def session_id(self, context_id: str) -> str:
         """The ``iacCodeSessionId`` of a context: a uuid4 chosen on first sight, then stable."""
         return self._sessions.setdefault(context_id, str(uuid.uuid4()))
 
+    def session_status(self, session_id: str) -> str | None:
+        """``current`` for a known session, ``backup_not_ready`` if marked so, ``None`` if unknown."""
+        if session_id in self._backup_not_ready:
+            return "backup_not_ready"
+        return "current" if session_id in self._sessions.values() else None
+
+    def is_running(self, task_id: str) -> bool:
+        """True while a turn of ``task_id`` is executing (``SubscribeToTask`` is allowed)."""
+        return task_id in self._running
+
+    def validate_answer(self, message: Message) -> None:
+        """Reject a permission answer the way the kernel does, before any stream starts.
+
+        Raises ``InvalidParamsError`` (-32602) for a payload that is not the six-key schemaVersion 1
+        shape, or whose inputId is neither pending on the task nor already answered.
+        """
+        payload = permission_payload(message)
+        if payload is None:
+            return
+        if not _payload_matches_schema(payload):
+            raise InvalidParamsError(message=PAYLOAD_MISMATCH)
+        task_id = message.task_id
+        input_id = payload["inputId"]
+        if input_id in self._answered.get(task_id, {}):
+            return
+        wait = self._waits.get(task_id)
+        pending = wait.find(input_id) if wait is not None else None
+        if (
+            pending is None
+            or pending.request.kind != sc.PERMISSION
+            or payload["requestTaskId"] != task_id
+            or payload["toolUseId"] != pending.projection.get("toolUseId")
+        ):
+            raise InvalidParamsError(message=NOT_ACTIVE)
+
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Publish the task (if new), SUBMITTED, WORKING, then interpret the scenario's steps."""
+        """Start a turn, or resume a parked one with the answer this message carries."""
         task_id = str(context.task_id)
         context_id = str(context.context_id)
         turn = _Turn(
@@ -281,7 +423,20 @@ class DemoAgentExecutor(AgentExecutor):
             cancelled=self._cancelled,
             cwd=_message_metadata_cwd(context.message),
         )
+        self._running.add(task_id)
         try:
+            payload = permission_payload(context.message)
+            if payload is not None:
+                await self._answer_permission(turn, payload)
+                return
+            text = context.get_user_input()
+            wait = self._waits.get(task_id)
+            question = next((p for p in wait.open_inputs() if p.request.kind != sc.PERMISSION), None) if wait else None
+            if wait is not None and question is not None:
+                await self._answer(turn, wait, question, text)
+                return
+            if BACKUP_NOT_READY_MARKER in text.lower():
+                self._backup_not_ready.add(turn.session_id)
             if context.current_task is None:
                 history = [context.message] if context.message is not None else []
                 await turn.emit(
@@ -294,18 +449,134 @@ class DemoAgentExecutor(AgentExecutor):
                 )
             await turn.status(TaskState.TASK_STATE_SUBMITTED, timestamp=True)
             await turn.status(TaskState.TASK_STATE_WORKING, timestamp=True)
-            script = sc.script_for(context.get_user_input())
-            outcome: object = None
-            while True:
-                try:
-                    step = script.send(outcome)
-                except StopIteration:
-                    break
-                if await turn.run_step(step) is _Flow.STOP:
-                    break
-                outcome = None
+            scenario = sc.select_scenario(text)
+            if wait is not None and scenario.name in sc.INTERRUPT_SCENARIOS:
+                # Guidance while a permission waits: a normal turn that cannot park a second script.
+                scenario = sc.PLAIN
+            await self._run(turn, scenario.build(text), None)
         finally:
+            self._running.discard(task_id)
             self.flow.forget(task_id)
+
+    async def _run(self, turn: _Turn, script: sc.Script, outcome: object) -> None:
+        """Interpret steps until the script ends, stops, or parks on an ``Ask``."""
+        while True:
+            try:
+                step = script.send(outcome)
+            except StopIteration:
+                return
+            flow = await turn.run_step(step)
+            if flow is _Flow.STOP:
+                return
+            if flow is _Flow.SUSPEND and isinstance(step, sc.Ask):
+                await self._ask(turn, script, step)
+                return
+            outcome = None
+
+    def _projection(self, turn: _Turn, request: sc.InputRequest) -> dict[str, Any]:
+        """The kernel's unified input projection (``metadata.iac_code.input``)."""
+        prefix = {sc.PERMISSION: "permission", sc.QUESTION: "question"}.get(request.kind, "selection")
+        projection: dict[str, Any] = {
+            "schemaVersion": 1,
+            "kind": request.kind,
+            "requestTaskId": turn.task_id,
+            "contextId": turn.context_id,
+            "inputId": f"{prefix}-{uuid.uuid4().hex}",
+            "title": request.title,
+            "prompt": request.prompt,
+            "language": "en",
+            "required": True,
+        }
+        if request.tool_use_id is not None:
+            projection["toolUseId"] = request.tool_use_id
+        if request.tool_name is not None:
+            projection["toolName"] = request.tool_name
+        if request.options:
+            projection["options"] = [dict(option) for option in request.options]
+        projection.update(copy.deepcopy(request.fields))
+        return projection
+
+    def _execution_control(self, turn: _Turn) -> dict[str, Any]:
+        """``executionControl`` as ``GetTask`` shows it for a waiting task (``iac-b2``)."""
+        return {
+            "phase": "running",
+            "pauseReason": None,
+            "expiresAt": None,
+            "commitError": None,
+            "taskId": turn.task_id,
+            "connectionEpoch": -1,
+            "pauseId": None,
+            "streamAvailable": False,
+            "blockers": [],
+            "persistedRevision": 0,
+            "externalOperations": [],
+            "terminationReason": None,
+            "pauseComplete": False,
+            "serverInstanceId": self._instance_id,
+            "releaseReady": False,
+            "executionId": self._executions.setdefault(turn.task_id, f"exec-{uuid.uuid4().hex}"),
+            "contextId": turn.context_id,
+            "revision": 0,
+            "executionStatus": "input-required",
+            "backup": {"status": "not_requested"},
+        }
+
+    def _wait_metadata(self, turn: _Turn, wait: _Wait) -> dict[str, Any]:
+        """``permission``/``input``/``pendingPermissions`` for the open inputs of ``wait``."""
+        open_inputs = wait.open_inputs()
+        meta: dict[str, Any] = {"input": copy.deepcopy(open_inputs[0].projection)}
+        first_permission = next((p for p in open_inputs if p.request.kind == sc.PERMISSION), None)
+        if first_permission is not None:
+            meta["permission"] = {
+                "autoApproved": False,
+                "toolUseId": first_permission.request.tool_use_id,
+                "toolName": first_permission.request.tool_name,
+                "pending": True,
+            }
+        if len(open_inputs) > 1:
+            meta["pendingPermissions"] = [copy.deepcopy(p.projection) for p in open_inputs[1:]]
+        return meta
+
+    async def _ask(self, turn: _Turn, script: sc.Script, step: sc.Ask) -> None:
+        """INPUT_REQUIRED with the input projection(s), then park the script on the task."""
+        wait = _Wait(script, [_Pending(r, self._projection(turn, r)) for r in step.requests])
+        self._waits[turn.task_id] = wait
+        meta = self._wait_metadata(turn, wait)
+        self.task_metadata[turn.task_id] = {
+            "iacCodeSessionId": turn.session_id,
+            **copy.deepcopy(meta),
+            "executionControl": self._execution_control(turn),
+        }
+        await turn.status(TaskState.TASK_STATE_INPUT_REQUIRED, **meta)
+
+    async def _answer_permission(self, turn: _Turn, payload: dict[str, Any]) -> None:
+        """Apply a (validated) permission answer; a repeated one only acknowledges."""
+        input_id = str(payload["inputId"])
+        received = self._answered.get(turn.task_id, {}).get(input_id)
+        wait = self._waits.get(turn.task_id)
+        pending = wait.find(input_id) if wait is not None else None
+        if received is not None or wait is None or pending is None:
+            await turn.status(TaskState.TASK_STATE_WORKING, session=False, inputReceived=received or {})
+            return
+        await self._answer(turn, wait, pending, str(payload["decision"]))
+
+    async def _answer(self, turn: _Turn, wait: _Wait, pending: _Pending, answer: str) -> None:
+        """Record one answer; resume the script once every input of its ``Ask`` is answered."""
+        pending.answer = answer
+        received: dict[str, Any] = {"kind": pending.request.kind, "inputId": pending.projection["inputId"]}
+        if pending.request.tool_use_id is not None:
+            received["toolUseId"] = pending.request.tool_use_id
+        self._answered.setdefault(turn.task_id, {})[str(pending.projection["inputId"])] = received
+        await turn.status(TaskState.TASK_STATE_WORKING, session=False, inputReceived=received)
+        if wait.open_inputs():
+            # Part of a batch: acknowledged; the stream ends and the task keeps waiting for the rest.
+            meta = self._wait_metadata(turn, wait)
+            meta.setdefault("pendingPermissions", [])
+            self.task_metadata[turn.task_id].update(meta)
+            return
+        del self._waits[turn.task_id]
+        answers = tuple(p.answer for p in wait.inputs if p.answer is not None)
+        await self._run(turn, wait.script, answers)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Publish CANCELED ("Task canceled.") and stop the running script, if any."""
@@ -313,6 +584,13 @@ class DemoAgentExecutor(AgentExecutor):
         context_id = str(context.context_id)
         # Set first: from here on the running turn may not emit (CANCELED must be the last event).
         self._cancelled.add(task_id)
+        wait = self._waits.pop(task_id, None)
+        if wait is not None:
+            wait.script.close()
+        if task_id in self.task_metadata:
+            # As iac-f2: the cancelled task keeps `permission`/`executionControl` but not `input`.
+            self.task_metadata[task_id].pop("input", None)
+            self.task_metadata[task_id].pop("pendingPermissions", None)
         status = TaskStatus(state=TaskState.TASK_STATE_CANCELED)
         status.message.CopyFrom(
             Message(

@@ -18,6 +18,17 @@ fail       ``fail``                                WORKING, then TASK_STATE_FAIL
 slow       ``slow`` (``[SLOW <seconds>]`` sets     6 text deltas spread over 24 s by default (or
            the total time)                         over <seconds>), usage, final, INPUT_REQUIRED;
                                                    stops at once when the task is cancelled
+two_tools  ``two tools``                           text, two ``write_file`` calls (a.yaml, b.yaml),
+                                                   usage, INPUT_REQUIRED waiting for both: first
+                                                   in ``input``, second in ``pendingPermissions``
+permission ``permission``, ``write file``          text, ``write_file`` started/input_delta x2/
+                                                   input_complete, usage, INPUT_REQUIRED with a
+                                                   permission ``input`` (Write /workspace/x.yaml)
+question   ``question``, ``ask me``                ``ask_user_question`` tool, INPUT_REQUIRED with an
+                                                   ``ask_user_question`` input; the text answer is
+                                                   echoed ("You chose: <answer>.")
+candidates ``candidates``, ``choose``              INPUT_REQUIRED with a ``candidate_selection``
+                                                   input (3 options with ``candidate_index``/``name``)
 reasoning  ``[think]``, ``think``                  raw_thinking deltas, then text, usage, final
 tool       ``tool``, ``list files``                text, tool started, input_delta x2,
                                                    input_complete, usage, progress x2, completed,
@@ -30,18 +41,21 @@ plain      (anything else)                         three text deltas, usage, fin
 "final" is the full-text echo (``<taskId>-2``, ``assistantFinal``) and every successful turn ends
 ``TASK_STATE_INPUT_REQUIRED`` without ``input``, exactly as the real kernel ends a turn.
 
-Extension point (interrupts): a script is a generator, and the interpreter ``send()``s each step's
-outcome back into it. A future ``AskPermission``/``AskQuestion`` step makes the interpreter emit
-INPUT_REQUIRED with ``metadata.iac_code.input`` and park the generator on the task; the next
-message on that task resumes it with the user's answer as the value of the ``yield``. Pipeline
-events can be a ``Pipeline(envelope)`` step emitted like ``Thinking``.
+Interrupts: a script is a generator, and the interpreter ``send()``s each step's outcome back into
+it. An ``Ask`` step makes the interpreter emit INPUT_REQUIRED with ``metadata.iac_code.input`` and
+park the generator on the task; the answers (see README "Interrupts") resume it, and the tuple of
+answers is the value of the ``yield``. The turn after an answer is shaped like
+``iac-c-resume-allow.sse``/``iac-d2-resume-deny.sse``. Text sent while only permissions are pending
+is guidance: a normal turn (``plain`` if the text would pick an interrupt scenario) and the
+permission stays pending. Pipeline events can be a ``Pipeline(envelope)`` step emitted like
+``Thinking``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,11 +91,16 @@ class Tool:
 
 @dataclass(frozen=True)
 class Artifact:
-    """A produced file, sent as an ``artifactUpdate`` with the kernel's artifact metadata."""
+    """A produced file, sent as an ``artifactUpdate`` with the kernel's artifact metadata.
+
+    With ``tool_use_id`` the next ``completed`` event of that tool carries ``tool.artifact`` (as in
+    ``iac-c-resume-allow.sse``).
+    """
 
     name: str
     content: str
     media_type: str = "text/plain"
+    tool_use_id: str | None = None
 
     @property
     def byte_size(self) -> int:
@@ -126,9 +145,52 @@ class Final:
     """Echo the full text of the turn (``<taskId>-2``, ``assistantFinal``), then INPUT_REQUIRED."""
 
 
-Step = Text | Thinking | Tool | Artifact | Usage | Sleep | Fail | Final
-#: A script yields steps; the value sent back is the step's outcome (``None`` for every step today,
-#: an interrupt answer for future ``Ask*`` steps).
+#: Input kinds the demo asks for (``metadata.iac_code.input.kind``).
+PERMISSION = "permission"
+QUESTION = "ask_user_question"
+CANDIDATE_SELECTION = "candidate_selection"
+#: The decisions a permission answer may carry.
+ALLOW_ONCE = "allow_once"
+DENY = "deny"
+PERMISSION_OPTIONS: tuple[dict[str, Any], ...] = (
+    {"id": ALLOW_ONCE, "label": "Allow once"},
+    {"id": DENY, "label": "Deny"},
+)
+
+
+@dataclass(frozen=True)
+class InputRequest:
+    """One thing the user must answer; the interpreter turns it into the kernel's input projection.
+
+    ``fields`` are extra projection keys copied verbatim (``purpose``, ``effect``, ``target``,
+    ``isReadOnly``, ``safeSummary``, ``allowFreeText``...). The interpreter adds ``schemaVersion``,
+    ``requestTaskId``, ``contextId``, ``inputId``, ``language`` and ``required``.
+    """
+
+    kind: str
+    title: str
+    prompt: str
+    tool_use_id: str | None = None
+    tool_name: str | None = None
+    options: tuple[dict[str, Any], ...] = ()
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Wait for the user: INPUT_REQUIRED with ``metadata.iac_code.input`` (the rest of a batch of
+    permissions in ``pendingPermissions``); the turn is parked until *every* request is answered.
+
+    The outcome sent back into the script is a tuple of answers in the order of ``requests``: the
+    decision (``allow_once``/``deny``) for a permission, the answer text for anything else.
+    """
+
+    requests: tuple[InputRequest, ...]
+
+
+Step = Text | Thinking | Tool | Artifact | Usage | Sleep | Fail | Final | Ask
+#: A script yields steps; the value sent back is the step's outcome (``None`` for every step but
+#: ``Ask``, whose outcome is the tuple of answers).
 Script = Generator[Step, object, None]
 
 
@@ -283,15 +345,216 @@ def _long(text: str) -> Script:
     yield Final()
 
 
+def answers_of(outcome: object, count: int) -> tuple[str, ...]:
+    """The ``count`` answers an ``Ask`` step got back (a tuple of strings from the interpreter)."""
+    if not isinstance(outcome, tuple) or len(outcome) != count or not all(isinstance(a, str) for a in outcome):
+        raise TypeError(f"an Ask step expects a tuple of {count} answer strings, got {outcome!r}")
+    return outcome
+
+
+DEMO_WRITE_CONTENT = "name: demo\nregion: cn-hangzhou\nreplicas: 2\n"
+DENIED_RESULT = (
+    "The user explicitly denied this tool operation. This is not a cloud API or IAM permission error. "
+    "Do not retry this operation or perform the same action with another tool unless the user asks again."
+)
+
+
+def _write_tool_events(tool_use_id: str, path: str) -> Iterator[Step]:
+    """``write_file`` started, input_delta x2, input_complete (as ``iac-b-tool-permission.sse``)."""
+    name = "write_file"
+    yield Tool("started", tool_use_id, {"name": name})
+    yield Tool("input_delta", tool_use_id, {"partialJsonLength": 38})
+    yield Tool("input_delta", tool_use_id, {"partialJsonLength": 39})
+    yield Tool(
+        "input_complete",
+        tool_use_id,
+        {
+            "name": name,
+            "toolInput": {"path": path, "content": DEMO_WRITE_CONTENT},
+            "inputSummary": {"tool_name": name, "fields": {"path": {"type": "str"}, "content": {"type": "str"}}},
+        },
+    )
+
+
+def write_permission(tool_use_id: str, path: str) -> InputRequest:
+    """The permission request for ``write_file`` of ``path`` (fields as the kernel's projection)."""
+    content = DEMO_WRITE_CONTENT.encode("utf-8")
+    fingerprint = hashlib.sha256(content).hexdigest()[:16]
+    summary = (
+        'write_file: {"content":{"fingerprint":"sha256:'
+        + fingerprint
+        + '","length":'
+        + str(len(content))
+        + ',"type":"str"},"path":"'
+        + path
+        + '"}'
+    )
+    return InputRequest(
+        kind=PERMISSION,
+        title="Change a workspace file",
+        prompt=f"Write {path}. Allow once?",
+        tool_use_id=tool_use_id,
+        tool_name="write_file",
+        options=PERMISSION_OPTIONS,
+        fields={
+            "purpose": "Write a file needed for the requested infrastructure task.",
+            "effect": "file_change",
+            "target": path,
+            "isReadOnly": False,
+            "safeSummary": summary,
+        },
+    )
+
+
+def _run_write(tool_use_id: str, path: str, decision: str) -> Iterator[Step]:
+    """The tool's outcome after the answer: artifact + completed, or failed with the denial text."""
+    name = path.rsplit("/", 1)[-1]
+    if decision == ALLOW_ONCE:
+        lines = DEMO_WRITE_CONTENT.count("\n")
+        yield Artifact(name=name, content=DEMO_WRITE_CONTENT, media_type="application/yaml", tool_use_id=tool_use_id)
+        result = f"Successfully wrote {lines} lines to {path}"
+        yield Tool("completed", tool_use_id, {"name": "write_file", "result": result})
+    else:
+        yield Tool("failed", tool_use_id, {"name": "write_file", "result": DENIED_RESULT})
+
+
+DEMO_WRITE_PATH = "/workspace/x.yaml"
+DEMO_WRITE_TOOL_USE_ID = "call_demo_write_1"
+
+
+def _permission(_text: str) -> Script:
+    """Permission turn, shaped like ``iac-b-tool-permission.sse`` + ``iac-c``/``iac-d2`` resumes."""
+    tid = DEMO_WRITE_TOOL_USE_ID
+    yield Text("I will write a file. ")
+    yield from _write_tool_events(tid, DEMO_WRITE_PATH)
+    yield Usage()
+    (decision,) = answers_of((yield Ask((write_permission(tid, DEMO_WRITE_PATH),))), 1)
+    yield from _run_write(tid, DEMO_WRITE_PATH, decision)
+    if decision == ALLOW_ONCE:
+        yield Text("The tool ")
+        yield Text("ran; ")
+        yield Text("all done.")
+    else:
+        yield Text("The write ")
+        yield Text("was denied; ")
+        yield Text("nothing changed.")
+    yield Usage()
+    yield Final()
+
+
+DEMO_TWO_TOOLS: tuple[tuple[str, str], ...] = (
+    ("call_demo_write_a", "/workspace/a.yaml"),
+    ("call_demo_write_b", "/workspace/b.yaml"),
+)
+
+
+def _two_tools(_text: str) -> Script:
+    """Two ``write_file`` calls in one model message, both waiting for approval at once."""
+    yield Text("I will write two files. ")
+    for tid, path in DEMO_TWO_TOOLS:
+        yield from _write_tool_events(tid, path)
+    yield Usage()
+    requests = tuple(write_permission(tid, path) for tid, path in DEMO_TWO_TOOLS)
+    decisions = answers_of((yield Ask(requests)), len(requests))
+    for (tid, path), decision in zip(DEMO_TWO_TOOLS, decisions, strict=True):
+        yield from _run_write(tid, path, decision)
+    allowed = sum(d == ALLOW_ONCE for d in decisions)
+    yield Text(f"Wrote {allowed} of {len(decisions)} files; ")
+    yield Text("all done.")
+    yield Usage()
+    yield Final()
+
+
+QUESTION_OPTIONS: tuple[dict[str, Any], ...] = (
+    {"id": "small", "label": "Small (2 vCPU)"},
+    {"id": "large", "label": "Large (8 vCPU)"},
+)
+QUESTION_TOOL_USE_ID = "call_demo_ask_1"
+
+
+def _question(_text: str) -> Script:
+    """The model asks the user (``ask_user_question`` tool); the answer is echoed in the final text."""
+    tid = QUESTION_TOOL_USE_ID
+    name = "ask_user_question"
+    question = "Which instance size should I use?"
+    yield Text("I need one detail first. ")
+    yield Tool("started", tid, {"name": name})
+    yield Tool(
+        "input_complete",
+        tid,
+        {
+            "name": name,
+            "toolInput": {"question": question, "options": [o["label"] for o in QUESTION_OPTIONS]},
+            "inputSummary": {"tool_name": name, "fields": {"question": {"type": "str"}, "options": {"type": "list"}}},
+        },
+    )
+    yield Usage()
+    request = InputRequest(
+        kind=QUESTION,
+        title="Question from the agent",
+        prompt=question,
+        tool_use_id=tid,
+        tool_name=name,
+        options=QUESTION_OPTIONS,
+        fields={"allowFreeText": True, "freeTextPrompt": "Or type another size"},
+    )
+    (answer,) = answers_of((yield Ask((request,))), 1)
+    yield Tool("completed", tid, {"name": name, "result": answer})
+    yield Text("You chose: ")
+    yield Text(f"{answer}.")
+    yield Usage()
+    yield Final()
+
+
+CANDIDATES: tuple[dict[str, Any], ...] = (
+    {"candidate_index": 0, "name": "vpc-single-zone", "summary": "One VPC, one VSwitch"},
+    {"candidate_index": 1, "name": "vpc-multi-zone", "summary": "One VPC, two VSwitches in two zones"},
+    {"candidate_index": 2, "name": "vpc-with-nat", "summary": "Multi-zone VPC with a NAT gateway"},
+)
+
+
+def candidate_name(answer: str) -> str:
+    """The candidate ``name`` an answer designates (by name or ``candidate_index``), else the answer."""
+    wanted = answer.strip()
+    for candidate in CANDIDATES:
+        if wanted in (candidate["name"], str(candidate["candidate_index"])):
+            return str(candidate["name"])
+    return wanted
+
+
+def _candidates(_text: str) -> Script:
+    """The agent offers candidate architectures and waits for the user to pick one."""
+    yield Text("I found 3 candidate architectures. ")
+    yield Usage()
+    request = InputRequest(
+        kind=CANDIDATE_SELECTION,
+        title="Choose a candidate",
+        prompt="Which candidate should I generate?",
+        options=CANDIDATES,
+        fields={"allowFreeText": False},
+    )
+    (answer,) = answers_of((yield Ask((request,))), 1)
+    yield Text("Selected candidate: ")
+    yield Text(f"{candidate_name(answer)}.")
+    yield Usage()
+    yield Final()
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("long", ("[long ",), _long, "[LONG <n>]: n text deltas as fast as possible"),
     Scenario("fail", ("fail",), _fail, "WORKING then TASK_STATE_FAILED with metadata.iac_code.error"),
     Scenario("slow", ("slow",), _slow, "6 deltas over 24 s, or [SLOW <seconds>]; cancellable"),
+    Scenario("two_tools", ("two tools",), _two_tools, "two write_file calls, both waiting for a permission"),
+    Scenario("permission", ("permission", "write file"), _permission, "write_file waiting for a permission"),
+    Scenario("question", ("question", "ask me"), _question, "an ask_user_question input, answered as text"),
+    Scenario("candidates", ("candidates", "choose"), _candidates, "a candidate_selection input, answered as text"),
     Scenario("reasoning", ("[think]", "think"), _reasoning, "raw_thinking deltas, then text"),
     Scenario("tool", ("tool", "list files"), _tool, "a tool call with progress and a string result"),
     Scenario("iac", ("template", "vpc"), _iac, "a ROS YAML template as text and as an artifact"),
 )
 PLAIN = Scenario("plain", (), _plain, "a few text deltas (default)")
+#: Scenarios that wait for the user; text sent while a turn is parked runs ``plain`` instead.
+INTERRUPT_SCENARIOS = frozenset({"two_tools", "permission", "question", "candidates"})
 
 
 def select_scenario(text: str) -> Scenario:

@@ -11,7 +11,7 @@ import contextlib
 import hmac
 import ipaddress
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -24,9 +24,12 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     AgentSkill,
+    Message,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     Task,
 )
+from a2a.utils.errors import TaskNotFoundError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -37,6 +40,8 @@ from agui_bridge.demo.executor import DemoAgentExecutor, FlowControl
 
 TOKEN_ENV = "IACCODE_A2A_HTTP_TOKEN"  # noqa: S105 (a variable name, not a secret)
 HEALTH_PATH = "/health"
+ENSURE_RESTORED_PATH = "/iac-code/session/ensure-restored"
+BACKUP_NOT_READY_MESSAGE = "Session backup is still synchronizing. Retry after 3 seconds."
 #: Task history kept per task (first message + the most recent ones): a ``[LONG 100000]`` turn
 #: would otherwise make every event copy an ever-growing history (quadratic time).
 HISTORY_LIMIT = 200
@@ -60,26 +65,59 @@ def is_loopback_host(host: str) -> bool:
 
 
 class _BoundedHistoryTaskStore(InMemoryTaskStore):
-    """InMemoryTaskStore that trims each saved task's history in place (see HISTORY_LIMIT)."""
+    """InMemoryTaskStore that trims each saved task's history in place (see HISTORY_LIMIT).
+
+    For a task that has asked for input, the saved ``metadata.iac_code`` is the executor's
+    task-level view (``input``, ``permission``, ``executionControl``...), which later turns do not
+    clear: ``GetTask`` after the answer still shows the old input, as the kernel's does.
+    """
+
+    def __init__(self, task_metadata: Mapping[str, dict[str, Any]] | None = None) -> None:
+        super().__init__()
+        self._task_metadata: Mapping[str, dict[str, Any]] = task_metadata if task_metadata is not None else {}
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         excess = len(task.history) - HISTORY_LIMIT
         if excess > 0:
             # In place on purpose: the SDK's TaskManager keeps this very object as its snapshot.
             del task.history[1 : 1 + excess]
+        overlay = self._task_metadata.get(task.id)
+        if overlay is not None:
+            task.metadata.Clear()
+            task.metadata.update({"iac_code": overlay})
         await super().save(task, context)
 
 
 class _PacedRequestHandler(DefaultRequestHandler):
-    """DefaultRequestHandler that reports each streamed event to the executor's FlowControl."""
+    """DefaultRequestHandler that reports each streamed event to the executor's FlowControl.
 
-    def __init__(self, flow: FlowControl, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    It also answers like the kernel where a2a-sdk differs: a permission answer is validated before
+    any stream starts (JSON-RPC -32602), and ``SubscribeToTask`` on a task with no running turn is
+    ``-32001 "Task <id> is not active"``.
+    """
+
+    def __init__(self, flow: FlowControl, executor: DemoAgentExecutor, **kwargs: Any) -> None:
+        super().__init__(agent_executor=executor, **kwargs)
         self._flow = flow
+        self._demo = executor
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        self._demo.validate_answer(params.message)
+        result: Message | Task = await super().on_message_send(params, context)
+        return result
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        if not self._demo.is_running(params.id):
+            raise TaskNotFoundError(message=f"Task {params.id} is not active")
+        async for event in super().on_subscribe_to_task(params, context):
+            yield event
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
+        self._demo.validate_answer(params.message)
         stream = object()
         task_id: str | None = None
         try:
@@ -142,7 +180,7 @@ def build_agent_card(url: str = "http://127.0.0.1/") -> AgentCard:
             AgentSkill(
                 id="demo",
                 name="Scripted demo turns",
-                description="Plain, IaC, reasoning, tool, slow, failing and long turns chosen by keyword.",
+                description="Plain, IaC, reasoning, tool, interrupt, slow, failing and long turns by keyword.",
                 tags=["demo", "iac"],
             )
         ],
@@ -153,14 +191,37 @@ async def _health(_request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+def _ensure_restored_endpoint(executor: DemoAgentExecutor) -> Callable[[Request], Awaitable[Response]]:
+    """``POST /iac-code/session/ensure-restored``: 200 current / 404 unknown / 409 backup not ready."""
+
+    async def ensure_restored(request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        session_id = body.get("sessionId") if isinstance(body, dict) else None
+        if not isinstance(session_id, str) or not session_id:
+            return JSONResponse({"error": {"code": "INVALID_REQUEST", "message": "sessionId is required."}}, 400)
+        status = executor.session_status(session_id)
+        if status == "current":
+            return JSONResponse({"status": "current"})
+        if status == "backup_not_ready":
+            error = {"code": "SESSION_BACKUP_NOT_READY", "message": BACKUP_NOT_READY_MESSAGE, "retryable": True}
+            return JSONResponse({"error": error}, 409)
+        return JSONResponse({"error": {"code": "SESSION_NOT_FOUND", "message": "Session not found."}}, 404)
+
+    return ensure_restored
+
+
 def create_demo_app(token: str | None) -> ASGIApp:
     """The demo agent as an ASGI app: JSON-RPC at ``/``, the agent card, ``GET /health``."""
     flow = FlowControl()
     card = build_agent_card()
+    executor = DemoAgentExecutor(flow)
     handler = _PacedRequestHandler(
         flow,
-        agent_executor=DemoAgentExecutor(flow),
-        task_store=_BoundedHistoryTaskStore(),
+        executor,
+        task_store=_BoundedHistoryTaskStore(executor.task_metadata),
         agent_card=card,
     )
 
@@ -171,6 +232,7 @@ def create_demo_app(token: str | None) -> ASGIApp:
 
     routes = [
         Route(HEALTH_PATH, _health, methods=["GET"]),
+        Route(ENSURE_RESTORED_PATH, _ensure_restored_endpoint(executor), methods=["POST"]),
         *create_agent_card_routes(card),
         *create_jsonrpc_routes(handler, "/"),
     ]

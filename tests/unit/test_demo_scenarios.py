@@ -31,6 +31,15 @@ from agui_bridge.demo import scenarios as sc
         ("think slowly", "slow"),
         ("think about a tool", "reasoning"),
         ("a tool for a vpc template", "tool"),
+        ("please WRITE FILE x.yaml", "permission"),
+        ("ask for permission", "permission"),
+        ("use two tools", "two_tools"),
+        ("two tools that need a permission", "two_tools"),
+        ("ask me a question", "question"),
+        ("a Question about a tool", "question"),
+        ("show me the candidates", "candidates"),
+        ("choose a vpc", "candidates"),
+        ("permission to fail", "fail"),
     ],
 )
 def test_select_scenario(text: str, expected: str) -> None:
@@ -120,3 +129,78 @@ def test_split_deltas_concatenates_back(count: int) -> None:
 def test_every_scenario_keyword_is_lower_case() -> None:
     for scenario in sc.SCENARIOS:
         assert all(k == k.lower() for k in scenario.keywords)
+
+
+def _drive(text: str, answers: list[tuple[str, ...]]) -> tuple[list[sc.Step], list[sc.Ask]]:
+    """Run a script, answering its ``Ask`` steps in order with ``answers``."""
+    script = sc.script_for(text)
+    steps: list[sc.Step] = []
+    asks: list[sc.Ask] = []
+    outcome: object = None
+    while True:
+        try:
+            step = script.send(outcome)
+        except StopIteration:
+            return steps, asks
+        steps.append(step)
+        outcome = None
+        if isinstance(step, sc.Ask):
+            asks.append(step)
+            outcome = answers.pop(0)
+
+
+def test_permission_script_allow_once() -> None:
+    steps, (ask,) = _drive("write file", [("allow_once",)])
+    (request,) = ask.requests
+    assert request.kind == sc.PERMISSION
+    assert request.prompt == "Write /workspace/x.yaml. Allow once?"
+    assert request.tool_name == "write_file"
+    assert [o["id"] for o in request.options] == ["allow_once", "deny"]
+    after = steps[steps.index(ask) + 1 :]
+    assert isinstance(after[0], sc.Artifact)
+    assert after[0].tool_use_id == request.tool_use_id
+    assert isinstance(after[1], sc.Tool)
+    assert after[1].status == "completed"
+    assert isinstance(steps[-1], sc.Final)
+    before = [s.status for s in steps[: steps.index(ask)] if isinstance(s, sc.Tool)]
+    assert before == ["started", "input_delta", "input_delta", "input_complete"]
+
+
+def test_permission_script_deny() -> None:
+    steps, _ = _drive("write file", [("deny",)])
+    tools = [s for s in steps if isinstance(s, sc.Tool)]
+    assert tools[-1].status == "failed"
+    assert tools[-1].fields["result"] == sc.DENIED_RESULT
+    assert not any(isinstance(s, sc.Artifact) for s in steps)
+
+
+def test_two_tools_script_asks_both_at_once() -> None:
+    steps, (ask,) = _drive("two tools", [("allow_once", "deny")])
+    assert [r.tool_use_id for r in ask.requests] == [tid for tid, _ in sc.DEMO_TWO_TOOLS]
+    outcome = {s.tool_use_id: s.status for s in steps if isinstance(s, sc.Tool) and s.status in ("completed", "failed")}
+    assert outcome == {"call_demo_write_a": "completed", "call_demo_write_b": "failed"}
+    assert "".join(s.delta for s in steps if isinstance(s, sc.Text)).endswith("Wrote 1 of 2 files; all done.")
+
+
+def test_question_and_candidate_scripts_echo_the_answer() -> None:
+    steps, (ask,) = _drive("ask me", [("Small (2 vCPU)",)])
+    assert ask.requests[0].kind == sc.QUESTION
+    assert ask.requests[0].fields["allowFreeText"] is True
+    assert "".join(s.delta for s in steps if isinstance(s, sc.Text)).endswith("You chose: Small (2 vCPU).")
+    steps, (ask,) = _drive("candidates", [("2",)])
+    assert ask.requests[0].kind == sc.CANDIDATE_SELECTION
+    assert "".join(s.delta for s in steps if isinstance(s, sc.Text)).endswith("Selected candidate: vpc-with-nat.")
+
+
+@pytest.mark.parametrize(("answer", "name"), [("0", "vpc-single-zone"), ("vpc-with-nat", "vpc-with-nat"), ("x", "x")])
+def test_candidate_name(answer: str, name: str) -> None:
+    assert sc.candidate_name(answer) == name
+
+
+def test_ask_needs_a_tuple_of_answers() -> None:
+    with pytest.raises(TypeError):
+        _drive("write file", [None])  # type: ignore[list-item]
+
+
+def test_interrupt_scenarios_are_scenarios() -> None:
+    assert {s.name for s in sc.SCENARIOS} >= sc.INTERRUPT_SCENARIOS

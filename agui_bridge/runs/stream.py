@@ -205,13 +205,16 @@ class RunStream:
         finally:
             self._cleanup()
 
-    def _end_with_error(self, error: BridgeError) -> list[Event]:
-        """Generic error path: cancel and retire unless an interrupt is pending (4.1)."""
+    def _end_with_error(self, error: BridgeError, *, task_ended: bool = False) -> list[Event]:
+        """Generic error path: cancel and retire unless an interrupt is pending (4.1).
+
+        A task that already reached a terminal state (failed, canceled, ...) is not cancelled again.
+        """
         self.outcome = "error"
         if not self._finished:
             self._finished = True
             retire = not self._ticket.pending
-            if retire and not isinstance(error, Cancelled):
+            if retire and not task_ended and not isinstance(error, Cancelled):
                 self._cancel_task_later(self._ticket.task_id)
             self._release(retire=retire)
         return self._error_events(error)
@@ -408,7 +411,7 @@ class RunStream:
         if state == "canceled":
             self.outcome = "cancelled"
             return self._end_with_error(Cancelled())
-        return self._end_with_error(A2AExecutionFailed())
+        return self._end_with_error(A2AExecutionFailed(), task_ended=state in TERMINAL_STATES)
 
     # ---- cleanup ------------------------------------------------------------------------------
 

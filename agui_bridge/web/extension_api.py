@@ -29,7 +29,13 @@ def cancel_execution(execution_id: str) -> Response:
     require_json_media_type(request.headers.get("Content-Type"))
     limit = min(settings.max_request_bytes, settings.max_cancel_bytes)
     body = decode_json(
-        read_limited(request.stream, request.headers.get("Content-Length"), limit, "cancel_request_too_large"),
+        read_limited(
+            request.stream,
+            request.headers.get("Content-Length"),
+            limit,
+            "cancel_request_too_large",
+            "cancel_invalid_json",
+        ),
         "cancel_invalid_json",
     )
     if not isinstance(body, dict):

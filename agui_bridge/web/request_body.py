@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import IO, Any
 
+from werkzeug.exceptions import ClientDisconnected
+
 from agui_bridge.errors import InvalidJson, RequestTooLarge, UnsupportedMediaType
 
 _CHUNK = 64 * 1024
@@ -16,7 +18,10 @@ def require_json_media_type(content_type: str | None) -> None:
         raise UnsupportedMediaType()
 
 
-def read_limited(stream: IO[bytes], content_length: str | None, limit: int, too_large_key: str) -> bytes:
+def read_limited(
+    stream: IO[bytes], content_length: str | None, limit: int, too_large_key: str, truncated_key: str = "invalid_json"
+) -> bytes:
+    """Read at most `limit` bytes; a body cut short by the client is invalid JSON, never a 400 page."""
     if content_length is not None:
         try:
             declared = int(content_length)
@@ -27,7 +32,10 @@ def read_limited(stream: IO[bytes], content_length: str | None, limit: int, too_
     chunks: list[bytes] = []
     total = 0
     while True:
-        chunk = stream.read(_CHUNK)
+        try:
+            chunk = stream.read(_CHUNK)
+        except ClientDisconnected:
+            raise InvalidJson(truncated_key) from None
         if not chunk:
             break
         total += len(chunk)

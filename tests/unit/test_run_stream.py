@@ -151,3 +151,27 @@ def test_lease_is_renewed_while_events_keep_flowing(tmp_path: Path) -> None:
             assert state.active_run.expires_at_ms > int(time.time() * 1000)
     stream.close()
     assert_valid_agui_stream(b"".join(chunks), expect_terminal="success", capture=False)
+
+
+def test_a_failed_task_is_not_cancelled_again(tmp_path: Path) -> None:
+    def script(ctx: str) -> list[list[A2AEvent]]:
+        return [[status(ctx, text="oops")], [status(ctx, "TASK_STATE_FAILED")]]
+
+    stream, client, _ = make_stream(tmp_path, script)
+    events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
+    assert events[-1]["code"] == "A2A_EXECUTION_FAILED"
+    time.sleep(0.2)
+    assert client.cancelled == []
+
+
+def test_a_stream_that_ends_while_working_cancels_its_task(tmp_path: Path) -> None:
+    def script(ctx: str) -> list[list[A2AEvent]]:
+        return [[status(ctx, text="half an answer")]]
+
+    stream, client, _ = make_stream(tmp_path, script)
+    events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
+    assert events[-1]["code"] == "A2A_EXECUTION_FAILED"
+    deadline = time.monotonic() + 5
+    while not client.cancelled and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.cancelled == [TASK]

@@ -1,0 +1,260 @@
+"""Secrets never reach the state directory or the logs (behaviour.md 8.2 "Never stored", 9.6, 2.2).
+
+Every turn carries distinctive credentials in ``forwardedProps.iacCode`` (LLM key, LLM header, AccessKey
+id/secret, STS token) and a private message text. Through gunicorn + gevent at DEBUG level (a normal
+turn, a second turn on the same thread, a failing turn, and an upstream-down turn on a second server),
+none of those strings may occur in any file under the state directory or in the servers' logs, and the
+thread file holds only the documented keys. An in-process variant checks every log record (all
+loggers, DEBUG) through pytest's ``caplog`` before any handler-level redaction could hide a leak.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agui_bridge.app import create_app
+from agui_bridge.demo.testing import free_port
+from agui_bridge.settings import Settings
+from agui_bridge.state.store import ThreadStore
+from tests.agui_checks import assert_valid_agui_stream
+from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body
+
+pytestmark = pytest.mark.e2e
+
+#: behaviour.md 8.2: the schemaVersion 1 document, plus the lease and the prune clock (D6, D8).
+DOCUMENTED_KEYS = frozenset(
+    {
+        "schemaVersion",
+        "threadId",
+        "contextId",
+        "cwd",
+        "userId",
+        "iacCodeSessionId",
+        "execution",
+        "runDigests",
+        "appliedResumeDigests",
+        "terminalExecutionIds",
+    }
+)
+OPTIONAL_KEYS = frozenset({"activeRun", "lastActivityAt"})
+EXECUTION_KEYS = frozenset(
+    {
+        "executionId",
+        "rosInvocationId",
+        "taskId",
+        "pipelineSequence",
+        "pipelineOpenSteps",
+        "textSnapshotDigests",
+        "pending",
+    }
+)
+
+
+class Secrets:
+    """Distinctive values that cannot occur by chance (hex only, so no demo scenario keyword)."""
+
+    def __init__(self) -> None:
+        tag = secrets.token_hex(6)
+        self.llm_api_key = f"llmkey0{tag}{secrets.token_hex(8)}"
+        self.header = f"hdrsecret0{tag}{secrets.token_hex(8)}"
+        self.access_key_id = f"akid0{tag}{secrets.token_hex(8)}"
+        self.access_key_secret = f"aksecret0{tag}{secrets.token_hex(8)}"
+        self.security_token = f"ststoken0{tag}{secrets.token_hex(8)}"
+        self.message = f"private note 0{tag}{secrets.token_hex(8)} about the payroll"
+        self.model = f"model0{tag}{secrets.token_hex(4)}"
+        self.bearer = f"bridgebearer0{tag}{secrets.token_hex(8)}"
+
+    def props(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "llmApiKey": self.llm_api_key,
+            "llmHeaders": {"X-Secret": self.header},
+            "thinking": {"enabled": True, "effort": "high", "budget": 1024},
+            "alibabaCloud": {
+                "accessKeyId": self.access_key_id,
+                "accessKeySecret": self.access_key_secret,
+                "securityToken": self.security_token,
+                "regionId": "cn-hangzhou",
+            },
+        }
+
+    def credentials(self) -> dict[str, str]:
+        """Strings that may appear nowhere: not in state, not in any log."""
+        return {
+            "llmApiKey": self.llm_api_key,
+            "llmHeaders.X-Secret": self.header,
+            "accessKeyId": self.access_key_id,
+            "accessKeySecret": self.access_key_secret,
+            "securityToken": self.security_token,
+            "message text": self.message,
+            "bridge bearer token": self.bearer,
+        }
+
+    def never_stored(self) -> dict[str, str]:
+        """8.2 additionally keeps model options out of the state file."""
+        return {**self.credentials(), "model": self.model}
+
+
+def leaks(blob: bytes, needles: dict[str, str]) -> list[str]:
+    """Names of the needles found in ``blob`` as UTF-8 or as JSON ``\\u`` escapes of it."""
+    found = []
+    for name, needle in needles.items():
+        forms = {needle.encode(), json.dumps(needle).strip('"').encode()}
+        if any(form in blob for form in forms):
+            found.append(name)
+    return found
+
+
+def files_under(root: Path) -> Iterator[Path]:
+    for directory, _dirs, names in os.walk(root):
+        for name in names:
+            path = Path(directory) / name
+            if path.is_file() and not path.is_symlink():
+                yield path
+
+
+def assert_state_clean(state_dir: Path, needles: dict[str, str]) -> list[Path]:
+    files = list(files_under(state_dir))
+    assert files, f"nothing was written under {state_dir}"
+    for path in files:
+        found = leaks(path.read_bytes(), needles)
+        assert not found, f"{found} found in {path}"
+    return files
+
+
+def assert_documented_document(path: Path) -> dict[str, Any]:
+    document = json.loads(path.read_text(encoding="utf-8"))
+    keys = set(document)
+    assert keys >= DOCUMENTED_KEYS, f"missing {sorted(DOCUMENTED_KEYS - keys)}"
+    assert keys <= DOCUMENTED_KEYS | OPTIONAL_KEYS, (
+        f"undocumented keys {sorted(keys - DOCUMENTED_KEYS - OPTIONAL_KEYS)}"
+    )
+    assert document["schemaVersion"] == 1
+    assert set(document["execution"]) == EXECUTION_KEYS, sorted(document["execution"])
+    return document
+
+
+def run(server: BridgeServer, body: dict[str, Any], bearer: str, expect: str) -> list[dict[str, Any]]:
+    with server.post(body, headers={"Authorization": f"Bearer {bearer}"}) as response:
+        assert response.status_code == 200, response.text
+        raw = b"".join(response.iter_content(chunk_size=None))
+    return assert_valid_agui_stream(raw, expect_terminal=expect)
+
+
+def test_secrets_stay_out_of_state_and_logs_through_gunicorn(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+    s = Secrets()
+    state_dir = tmp_path / "state"
+    workspace = tmp_path / "workspace"
+    env = {"IAC_CODE_AGUI_AUTH_TOKEN": s.bearer}
+    thread_id = new_thread_id()
+    with bridge_server(demo_url, demo_token, state_dir, tmp_path, log_level="debug", env=dict(env)) as server:
+        first = run(server, run_body(thread_id, f"hello, {s.message}", workspace, **s.props()), s.bearer, "success")
+        assert first[-1]["type"] == "RUN_FINISHED"
+        # A second turn on the same thread (rotation), then a failing one, then a turn after the failure.
+        run(server, run_body(thread_id, f"again: {s.message}", workspace, **s.props()), s.bearer, "success")
+        failed = run(
+            server, run_body(thread_id, f"please fail {s.message}", workspace, **s.props()), s.bearer, "RUN_ERROR"
+        )
+        assert failed[-1]["code"] == "A2A_EXECUTION_FAILED"
+        run(server, run_body(thread_id, f"once more {s.message}", workspace, **s.props()), s.bearer, "success")
+        # A rejected request carrying the secrets must not leak them either.
+        rejected_body = {
+            **run_body(thread_id, s.message, workspace, **s.props()),
+            "tools": [{"name": "x", "description": "y"}],
+        }
+        # Connection: close, so no idle keep-alive connection delays the graceful shutdown.
+        close = {"Connection": "close"}
+        with server.post(rejected_body, headers={"Authorization": f"Bearer {s.bearer}", **close}) as rejected:
+            assert rejected.status_code == 400 and rejected.json()["error"]["code"] == "INVALID_INPUT"
+            assert not leaks(rejected.content, s.credentials())
+        with server.post(run_body(thread_id, s.message, workspace, **s.props()), headers=close) as unauthorized:
+            assert unauthorized.status_code == 401
+        log_paths = [server.log_path]
+
+    down_url = f"http://127.0.0.1:{free_port()}/"
+    with bridge_server(down_url, demo_token, state_dir, tmp_path, log_level="debug", env=dict(env)) as down:
+        body = run_body(new_thread_id(), f"hello, {s.message}", workspace, **s.props())
+        error = run(down, body, s.bearer, "RUN_ERROR")
+        assert error[-1]["code"] == "A2A_UNAVAILABLE"
+        log_paths.append(down.log_path)
+
+    files = assert_state_clean(state_dir, s.never_stored())
+    thread_files = [p for p in files if p.suffix == ".json"]
+    assert len(thread_files) == 2, files
+    document = assert_documented_document(ThreadStore(state_dir).path_for(thread_id))
+    assert document["threadId"] == thread_id and len(document["runDigests"]) == 4
+    for path in thread_files:
+        assert_documented_document(path)
+
+    for path in log_paths:
+        log = path.read_bytes()
+        assert b"DEBUG" in log or b"debug" in log.lower(), "the server did not run at debug level"
+        found = leaks(log, s.credentials())
+        assert not found, f"{found} found in {path}"
+
+
+@pytest.fixture
+def debug_records(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """caplog at DEBUG on the root *and* on the package logger (which does not propagate)."""
+    caplog.set_level(logging.DEBUG)
+    yield caplog
+    logging.getLogger("agui_bridge").removeHandler(caplog.handler)
+
+
+def record_texts(record: logging.LogRecord) -> list[str]:
+    texts = [str(record.msg), repr(record.args)]
+    with contextlib.suppress(TypeError, ValueError):
+        texts.append(record.getMessage())
+    if record.exc_info:
+        texts.append(logging.Formatter().formatException(record.exc_info))
+    if record.exc_text:
+        texts.append(record.exc_text)
+    standard = set(vars(logging.makeLogRecord({})))
+    texts.extend(repr(value) for key, value in vars(record).items() if key not in standard)
+    return texts
+
+
+def test_no_log_record_carries_a_secret_in_process(
+    settings: Settings, tmp_path: Path, workspace: Path, state_dir: Path, debug_records: pytest.LogCaptureFixture
+) -> None:
+    s = Secrets()
+    app = create_app(settings.replace(log_level="debug", auth_token=s.bearer))
+    package_logger = logging.getLogger("agui_bridge")
+    package_logger.addHandler(debug_records.handler)
+    assert package_logger.isEnabledFor(logging.DEBUG)
+    client = app.test_client()
+    auth = {"Authorization": f"Bearer {s.bearer}"}
+    thread_id = new_thread_id()
+
+    def post(body: dict[str, Any], expect: str) -> list[dict[str, Any]]:
+        response = client.post("/", json=body, headers=auth)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return assert_valid_agui_stream(response.get_data(), expect_terminal=expect)
+
+    post(run_body(thread_id, f"hello, {s.message}", workspace, **s.props()), "success")
+    post(run_body(thread_id, f"please fail {s.message}", workspace, **s.props()), "RUN_ERROR")
+    down = create_app(settings.replace(log_level="debug", a2a_url=f"http://127.0.0.1:{free_port()}/"))
+    response = down.test_client().post("/", json=run_body(new_thread_id(), s.message, workspace, **s.props()))
+    events = assert_valid_agui_stream(response.get_data(), expect_terminal="RUN_ERROR")
+    assert events[-1]["code"] == "A2A_UNAVAILABLE"
+    bad = client.post("/", json={**run_body(thread_id, s.message, workspace, **s.props()), "tools": [1]}, headers=auth)
+    assert bad.status_code == 400
+    wrong = client.post("/", json=run_body(thread_id, s.message, workspace, **s.props()))
+    assert wrong.status_code == 401
+
+    records = debug_records.records
+    assert any(r.name.startswith("agui_bridge") for r in records), "no package record was captured"
+    for record in records:
+        for text in record_texts(record):
+            found = leaks(text.encode("utf-8", "backslashreplace"), s.credentials())
+            assert not found, f"{found} in a {record.levelname} record of {record.name}: {text[:300]}"
+    assert_state_clean(state_dir, s.never_stored())

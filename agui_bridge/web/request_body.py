@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from typing import IO, Any
 
+from flask import g, request
 from werkzeug.exceptions import ClientDisconnected
 
-from agui_bridge.errors import InvalidJson, RequestTooLarge, UnsupportedMediaType
+from agui_bridge.errors import InvalidInput, InvalidJson, RequestTooLarge, UnsupportedMediaType
+from agui_bridge.i18n import language_from_accept
+from agui_bridge.settings import Settings
+from agui_bridge.web.auth import check_bearer
 
 _CHUNK = 64 * 1024
 
@@ -50,3 +54,21 @@ def decode_json(body: bytes, invalid_key: str) -> Any:
         return json.loads(body)
     except (ValueError, RecursionError):
         raise InvalidJson(invalid_key) from None
+
+
+def read_json_object(
+    settings: Settings, limit: int, *, too_large_key: str, invalid_json_key: str, not_object_key: str
+) -> dict[str, Any]:
+    """The checks every protected JSON route makes before its own, in the order of behaviour.md 1.4.
+
+    Language from Accept-Language first (so even a 401 is localised), then auth, media type, the size
+    limit while reading, JSON, and a top-level object.
+    """
+    g.agui_language = language_from_accept(request.headers.get("Accept-Language"), settings.default_language)
+    check_bearer(request.headers.get("Authorization"), settings.auth_token)
+    require_json_media_type(request.headers.get("Content-Type"))
+    body = read_limited(request.stream, request.headers.get("Content-Length"), limit, too_large_key, invalid_json_key)
+    value = decode_json(body, invalid_json_key)
+    if not isinstance(value, dict):
+        raise InvalidInput(not_object_key, field="")
+    return value

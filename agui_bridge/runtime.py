@@ -28,7 +28,11 @@ class TaskHandle(Protocol):
 class Runtime(Protocol):
     name: str
 
-    def spawn(self, fn: Callable[..., Any], *args: Any, name: str) -> TaskHandle: ...
+    def spawn(
+        self, fn: Callable[..., Any], *args: Any, name: str, on_stop: Callable[[], None] | None = None
+    ) -> TaskHandle:
+        """Run `fn` concurrently. `on_stop` wakes `fn` where it cannot be killed (threads)."""
+        ...
 
     def make_queue(self, maxsize: int) -> Any: ...
 
@@ -56,11 +60,13 @@ class _ThreadHandle:
 class ThreadRuntime:
     name = "threads"
 
-    def spawn(self, fn: Callable[..., Any], *args: Any, name: str) -> _ThreadHandle:
+    def spawn(
+        self, fn: Callable[..., Any], *args: Any, name: str, on_stop: Callable[[], None] | None = None
+    ) -> _ThreadHandle:
         context = contextvars.copy_context()
         thread = threading.Thread(target=context.run, args=(fn, *args), name=name, daemon=True)
         thread.start()
-        return _ThreadHandle(thread, None)
+        return _ThreadHandle(thread, on_stop)
 
     def make_queue(self, maxsize: int) -> std_queue.Queue[Any]:
         return std_queue.Queue(maxsize)
@@ -81,7 +87,6 @@ class ThreadRuntime:
 class _GreenletHandle:
     def __init__(self, greenlet: Any) -> None:
         self._greenlet = greenlet
-        self.on_stop: Callable[[], None] | None = None
 
     def stop(self, timeout: float) -> None:
         self._greenlet.kill(block=True, timeout=timeout)
@@ -100,7 +105,10 @@ class GeventRuntime:
         self._gevent = gevent
         self._queue_mod = gevent.queue
 
-    def spawn(self, fn: Callable[..., Any], *args: Any, name: str) -> _GreenletHandle:
+    def spawn(
+        self, fn: Callable[..., Any], *args: Any, name: str, on_stop: Callable[[], None] | None = None
+    ) -> _GreenletHandle:
+        """`on_stop` is not needed: a kill raises GreenletExit at the blocking read."""
         context = contextvars.copy_context()
         greenlet = self._gevent.Greenlet(context.run, fn, *args)
         greenlet.name = name

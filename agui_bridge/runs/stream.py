@@ -238,9 +238,8 @@ class RunStream:
             runtime,
             settings.client_stall_timeout_s,
             name=f"pump:{ticket.run_id}",
+            on_stop=self._upstream.abort,
         )
-        if runtime.name == "threads":
-            self._pump.on_stop = self._upstream.abort  # type: ignore[attr-defined]
         heartbeat_s = settings.heartbeat_interval_s
         renew_s = settings.lease_renew_interval_s
         lease_ttl_ms = int(settings.lease_ttl_s * 1000)

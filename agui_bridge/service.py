@@ -7,7 +7,6 @@ builds once per worker, after fork.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from agui_bridge.a2a.client import A2AClient
@@ -23,6 +22,7 @@ from agui_bridge.settings import Settings
 from agui_bridge.state.owner import current_owner, owner_is_alive
 from agui_bridge.state.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
+from agui_bridge.wire.events import now_ms
 
 PROTOCOL_PACKAGE_VERSION = "1.0.0"
 
@@ -68,7 +68,7 @@ class BridgeService:
             cwd=cwd,
             digest=request_digest(raw),
             owner=self.owner,
-            now_ms=time.time_ns() // 1_000_000,
+            now_ms=now_ms(),
             lease_ttl_ms=int(self.settings.lease_ttl_s * 1000),
             is_alive=owner_is_alive,
         )
@@ -85,9 +85,7 @@ class BridgeService:
             except A2AError as exc:
                 raise A2AUnavailable() from exc
 
-        status = cancel_execution(
-            self.store, cancel_task, execution_id, thread_id, ros_invocation_id, time.time_ns() // 1_000_000
-        )
+        status = cancel_execution(self.store, cancel_task, execution_id, thread_id, ros_invocation_id, now_ms())
         return {"executionId": execution_id, "status": status}
 
     def close(self) -> None:

@@ -33,14 +33,12 @@ def find_target(store: ThreadStore, execution_id: str, thread_id: str, ros_invoc
         raise StateUnavailable() from exc
     if state is None:
         raise ExecutionNotFound()
-    execution = state.execution
-    if execution.execution_id == execution_id and execution_id not in state.terminal_execution_ids:
-        if execution.ros_invocation_id != ros_invocation_id:
-            raise ExecutionNotFound()
-        return CancelTarget(CANCELLED, execution.task_id)
     if execution_id in state.terminal_execution_ids:
         return CancelTarget(ALREADY_TERMINAL, None)
-    raise ExecutionNotFound()
+    execution = state.execution
+    if execution.execution_id != execution_id or execution.ros_invocation_id != ros_invocation_id:
+        raise ExecutionNotFound()  # another thread's or another caller's execution: no distinct answer
+    return CancelTarget(CANCELLED, execution.task_id)
 
 
 def retire_cancelled(store: ThreadStore, execution_id: str, thread_id: str, now_ms: int) -> None:

@@ -119,9 +119,6 @@ class RunStream:
 
     # ---- helpers ----------------------------------------------------------------------------
 
-    def _now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
-
     def _message(self, error: BridgeError) -> str:
         if error.raw_message:
             return error.raw_message
@@ -156,7 +153,7 @@ class RunStream:
     def _release(self, *, retire: bool) -> None:
         """Release the lease before the terminal event (D7); failures are logged, not fatal."""
         try:
-            self._ledger.finish(self._now_ms(), retire=retire)
+            self._ledger.finish(ev.now_ms(), retire=retire)
         except StateError:
             log.warning("Failed to persist AG-UI thread state at run end", exc_info=True)
 
@@ -164,7 +161,7 @@ class RunStream:
         """A recovery-critical write failed: cancel the task, retire, report (behaviour.md 8.5)."""
         self._cancel_task_later(self._ticket.task_id)
         try:
-            self._ledger.fail_closed(self._now_ms())
+            self._ledger.fail_closed(ev.now_ms())
         except StateError:
             log.warning("Failed to persist AG-UI thread state after a failed commit", exc_info=True)
         self._finished = True
@@ -282,7 +279,7 @@ class RunStream:
 
     def _renew(self, lease_ttl_ms: int) -> bool:
         try:
-            return self._ledger.renew(self._now_ms(), lease_ttl_ms)
+            return self._ledger.renew(ev.now_ms(), lease_ttl_ms)
         except StateError:
             log.warning("lease renewal failed", exc_info=True)
             return False
@@ -346,7 +343,7 @@ class RunStream:
     def _interrupt(self, inputs: list[Any]) -> list[Event]:
         """Commit the interrupt durably, then close spans and announce it (6.2, fail closed)."""
         ticket = self._ticket
-        now_ms = self._now_ms()
+        now_ms = ev.now_ms()
         expires_ms = now_ms + int(self._settings.interrupt_ttl_s * 1000)
         expires_at = model.format_rfc3339_ms(expires_ms)
         for request in inputs:

@@ -50,17 +50,9 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 
 @pytest.fixture
-def dead_upstream_settings(tmp_path: Path) -> Settings:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir(exist_ok=True)
-    return Settings(
-        state_dir=tmp_path / "state",
-        a2a_url=f"http://127.0.0.1:{free_port()}/",
-        a2a_token="upstream-token",
-        allowed_cwds=(tmp_path,),
-        runtime_backend="threads",
-        heartbeat_interval_s=15.0,
-    )
+def dead_upstream_settings(settings: Settings, workspace: Path) -> Settings:
+    """The shared test settings, pointed at a closed port so admitted runs end at once."""
+    return settings.replace(a2a_url=f"http://127.0.0.1:{free_port()}/", a2a_token="upstream-token")
 
 
 @pytest.fixture

@@ -161,3 +161,23 @@ class SessionBackupNotReady(BridgeError):
 
 class Cancelled(BridgeError):
     code, http_status, default_key = ErrorCode.CANCELLED, 409, "cancelled"
+
+
+class IncompleteResume(BridgeError):
+    code, http_status, default_key = ErrorCode.INCOMPLETE_RESUME, 409, "resume_incomplete"
+
+
+class UnknownInterrupt(BridgeError):
+    code, http_status, default_key = ErrorCode.UNKNOWN_INTERRUPT, 409, "unknown_interrupt"
+
+
+class ResumePayloadInvalid(BridgeError):
+    code, http_status, default_key = ErrorCode.RESUME_PAYLOAD_INVALID, 400, "resume_payload_invalid"
+
+
+class ResumeAlreadyApplied(BridgeError):
+    code, http_status, default_key = ErrorCode.RESUME_ALREADY_APPLIED, 409, "resume_already_applied"
+
+
+class ExecutionExpired(BridgeError):
+    code, http_status, default_key = ErrorCode.EXECUTION_EXPIRED, 410, "execution_expired"

@@ -24,6 +24,7 @@ from agui_bridge.a2a.sse_parser import SseParser
 log = logging.getLogger(__name__)
 
 A2A_VERSION_HEADER = ("A2A-Version", "1.0")
+ENSURE_RESTORED_PATH = "iac-code/session/ensure-restored"
 STREAM_PARAMS_CONFIGURATION = {"acceptedOutputModes": ["text/plain"]}
 
 
@@ -112,12 +113,14 @@ class A2AClient:
             raise A2ATransportError("A2A answered a streaming call without a stream")
         return A2AStream(response)
 
-    def call(self, method: str, params: dict[str, Any]) -> A2AEvent:
-        """A unary JSON-RPC call; the result is unwrapped like a stream event."""
+    def call(self, method: str, params: dict[str, Any], *, long: bool = False) -> A2AEvent:
+        """A unary JSON-RPC call; the result is unwrapped like a stream event.
+
+        `long` uses the stream read timeout: a unary `SendMessage` returns only when the turn ends.
+        """
+        timeout = self._stream_timeout if long else self._call_timeout
         try:
-            response = self._session.post(
-                self.base_url, json=self._envelope(method, params), timeout=self._call_timeout
-            )
+            response = self._session.post(self.base_url, json=self._envelope(method, params), timeout=timeout)
         except requests.RequestException as exc:
             raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
         if response.status_code >= 400:
@@ -133,6 +136,25 @@ class A2AClient:
 
     def get_task(self, task_id: str, history_length: int = 100) -> A2AEvent:
         return self.call("GetTask", {"id": task_id, "historyLength": history_length})
+
+    def send_message(self, params: dict[str, Any]) -> A2AEvent:
+        return self.call("SendMessage", params, long=True)
+
+    def ensure_restored(self, cwd: str, session_id: str, task_id: str) -> tuple[int, object]:
+        """`POST <base>iac-code/session/ensure-restored` (behaviour.md 4.4): (HTTP status, JSON body or None)."""
+        try:
+            response = self._session.post(
+                self.base_url + ENSURE_RESTORED_PATH,
+                json={"cwd": cwd, "sessionId": session_id, "taskId": task_id},
+                timeout=self._call_timeout,
+            )
+        except requests.RequestException as exc:
+            raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
+        try:
+            body: object = response.json()
+        except ValueError:
+            body = None
+        return response.status_code, body
 
     def close(self) -> None:
         self._session.close()

@@ -71,6 +71,21 @@ def user_message(
     return message
 
 
+def permission_answer_part(task_id: str, input_id: str, tool_use_id: str, decision: str) -> dict[str, Any]:
+    """The six-key permission answer data part (behaviour.md 4.2; A2A rejects any other key)."""
+    return {
+        "data": {
+            "schemaVersion": 1,
+            "kind": "permission",
+            "requestTaskId": task_id,
+            "inputId": input_id,
+            "toolUseId": tool_use_id,
+            "decision": decision,
+        },
+        "mediaType": "application/json",
+    }
+
+
 def send_params(message: dict[str, Any]) -> dict[str, Any]:
     return {"message": message, "configuration": {"acceptedOutputModes": ["text/plain"]}}
 

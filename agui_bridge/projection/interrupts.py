@@ -81,6 +81,45 @@ def _standard_options(options: object) -> list[dict[str, str]]:
     return result
 
 
+def option_title(value: dict[str, Any], option_id: str) -> str | None:
+    """The title of the standard option `option_id` of an input (label, name or title), if any."""
+    for option in _standard_options(value.get("options")):
+        if option["id"] == option_id:
+            return option["title"]
+    return None
+
+
+def response_schema(value: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema an answer to this input must satisfy (behaviour.md 6.1)."""
+    if value.get("kind") == "permission":
+        return {
+            "type": "object",
+            "properties": {"decision": {"type": "string", "enum": ["allow_once", "deny"]}},
+            "required": ["decision"],
+            "additionalProperties": False,
+        }
+    options = _standard_options(value.get("options"))
+    branches: list[dict[str, Any]] = [
+        {
+            "type": "object",
+            "properties": {"selectedId": {"type": "string", "const": o["id"], "title": o["title"]}},
+            "required": ["selectedId"],
+            "additionalProperties": False,
+        }
+        for o in options
+    ]
+    if value.get("allowFreeText") or not options:
+        branches.append(
+            {
+                "type": "object",
+                "properties": {"freeText": {"type": "string", "minLength": 1}},
+                "required": ["freeText"],
+                "additionalProperties": False,
+            }
+        )
+    return {"oneOf": branches}
+
+
 def build_interrupt(value: dict[str, Any], expires_at: str) -> dict[str, Any]:
     """The AG-UI interrupt announced in RUN_FINISHED (camelCase, no null optional fields)."""
     language = normalise_language(value.get("language")) or "en"
@@ -94,41 +133,16 @@ def build_interrupt(value: dict[str, Any], expires_at: str) -> dict[str, Any]:
             or non_empty_str(value.get("title"))
             or translate("permission_required", language)
         )
-        schema: dict[str, Any] = {
-            "type": "object",
-            "properties": {"decision": {"type": "string", "enum": ["allow_once", "deny"]}},
-            "required": ["decision"],
-            "additionalProperties": False,
-        }
     else:
         interrupt["reason"] = "input_required"
         message = non_empty_str(value.get("prompt")) or translate("input_required", language)
         if options:
             message += "\n" + "\n".join(f"- {o['id']}: {o['title']}" for o in options)
         interrupt["message"] = message
-        branches: list[dict[str, Any]] = [
-            {
-                "type": "object",
-                "properties": {"selectedId": {"type": "string", "const": o["id"], "title": o["title"]}},
-                "required": ["selectedId"],
-                "additionalProperties": False,
-            }
-            for o in options
-        ]
-        if value.get("allowFreeText") or not options:
-            branches.append(
-                {
-                    "type": "object",
-                    "properties": {"freeText": {"type": "string", "minLength": 1}},
-                    "required": ["freeText"],
-                    "additionalProperties": False,
-                }
-            )
-        schema = {"oneOf": branches}
     tool_call_id = non_empty_str(value.get("toolUseId"))
     if tool_call_id is not None:
         interrupt["toolCallId"] = tool_call_id
-    interrupt["responseSchema"] = schema
+    interrupt["responseSchema"] = response_schema(value)
     interrupt["expiresAt"] = expires_at
     interrupt["metadata"] = metadata
     return interrupt

@@ -80,7 +80,8 @@ class RunProjector:
 
     # ---- public API -------------------------------------------------------------------------
 
-    def project(self, event: A2AEvent) -> list[Event]:
+    def project(self, event: A2AEvent, *, text: bool = True) -> list[Event]:
+        """`text=False` projects a resume's preflight snapshot: its status text was shown already."""
         out: list[Event] = []
         iac = event.iac
         if event.kind == "artifactUpdate":
@@ -89,10 +90,11 @@ class RunProjector:
                 out.append(ev.custom(ev.ARTIFACT_EVENT, {"schemaVersion": 1, **integral(artifact)}))
         thinking = iac.get("thinking")
         if isinstance(thinking, dict) and thinking.get("type") == "raw_thinking":
-            text = thinking.get("text")
-            if isinstance(text, str) and text:
-                self._reasoning(out, "reasoning-" + (self._current_text or self.run_id), text)
-        self._project_text(out, event)
+            thought = thinking.get("text")
+            if isinstance(thought, str) and thought:
+                self._reasoning(out, "reasoning-" + (self._current_text or self.run_id), thought)
+        if text:
+            self._project_text(out, event)
         tool = iac.get("tool")
         if isinstance(tool, dict):
             self._project_tool(out, tool)

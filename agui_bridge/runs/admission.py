@@ -41,6 +41,7 @@ class RunTicket:
     owner: str
     text_digests: set[str] = field(default_factory=set)
     pending: dict[str, model.PendingInterrupt] = field(default_factory=dict)
+    applied: dict[str, str] = field(default_factory=dict)  # interruptId -> accepted answer digest
     orphaned_task_ids: list[str] = field(default_factory=list)
     expired_task_ids: list[str] = field(default_factory=list)
 
@@ -140,6 +141,11 @@ def admit_run(
                 owner=owner,
                 text_digests=set(execution.text_snapshot_digests),
                 pending=dict(execution.pending),
+                applied={
+                    a.interrupt_id: a.digest
+                    for a in state.applied_resume_digests
+                    if a.execution_id == execution.execution_id
+                },
                 orphaned_task_ids=orphans,
                 expired_task_ids=expired,
             )

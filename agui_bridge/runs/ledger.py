@@ -102,8 +102,40 @@ class RunLedger:
 
         self._update(mutate, require_lease=False)
 
-    def fail_closed(self, now_ms: int) -> None:
-        """After a failed recovery-critical write: drop pending, retire, release (best effort)."""
+    def replace_pending(self, pending: dict[str, model.PendingInterrupt], now_ms: int) -> None:
+        """Persist the pending set reconciled with A2A's view of the task (6.3 step 9)."""
+
+        def mutate(state: model.ThreadState) -> None:
+            if not self._same_execution(state):
+                raise LeaseLost("execution rotated")
+            state.execution.pending = dict(pending)
+            state.last_activity_ms = now_ms
+
+        self._update(mutate)
+
+    def accept_answers(self, digests: dict[str, str], now_ms: int) -> None:
+        """A2A accepted these answers: record their digests, drop them from pending (6.4, 6.7)."""
+
+        def mutate(state: model.ThreadState) -> None:
+            execution = state.execution
+            if not self._same_execution(state):
+                raise LeaseLost("execution rotated")
+            kept = [
+                a
+                for a in state.applied_resume_digests
+                if not (a.execution_id == execution.execution_id and a.interrupt_id in digests)
+            ]
+            kept.extend(model.AppliedResume(execution.execution_id, i, d) for i, d in digests.items())
+            state.applied_resume_digests = sorted(kept, key=lambda a: (a.execution_id, a.interrupt_id))
+            for input_id in digests:
+                execution.pending.pop(input_id, None)
+            state.last_activity_ms = now_ms
+
+        self._update(mutate)
+
+    def drop_execution(self, now_ms: int) -> None:
+        """Drop pending, retire, release: after a failed recovery-critical write, an expired
+        interrupt (D1) or an answer that cancels the run."""
 
         def mutate(state: model.ThreadState) -> None:
             if self._same_execution(state):

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from agui_bridge.a2a import messages as a2a_messages
-from agui_bridge.a2a.client import A2AClient, A2AStream
+from agui_bridge.a2a.client import A2AClient
 from agui_bridge.a2a.signals import (
     TERMINAL_STATES,
     A2AError,
@@ -31,15 +31,18 @@ from agui_bridge.errors import (
     BridgeError,
     Cancelled,
     ErrorCode,
+    ExecutionExpired,
     ExecutionLost,
     SessionBackupNotReady,
     StatePersistenceFailed,
 )
 from agui_bridge.i18n import translate
-from agui_bridge.projection.interrupts import build_interrupt, collect_inputs
+from agui_bridge.projection.interrupts import InputRequest, build_interrupt, collect_inputs
 from agui_bridge.projection.projector import RunProjector
+from agui_bridge.runs import resume_plan
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.ledger import RunLedger
+from agui_bridge.runs.upstream import Item, SendOpened, UnaryAccepted, Upstream
 from agui_bridge.runtime import Empty, Runtime, TaskHandle
 from agui_bridge.settings import Settings
 from agui_bridge.state import model
@@ -53,6 +56,7 @@ from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_event, encode_events
 log = logging.getLogger(__name__)
 
 _END = object()
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -69,11 +73,11 @@ class StreamDeps:
     on_run_end: Callable[[str, str], None] | None = None
 
 
-def _pump(stream: A2AStream, queue: Any, runtime: Runtime, put_timeout_s: float) -> None:
+def _pump(items: Iterable[Item], queue: Any, runtime: Runtime, put_timeout_s: float) -> None:
     """Runs in its own greenlet/thread. Catches Exception only: a kill must pass through."""
     try:
-        for batch in stream.batches():
-            runtime.queue_put(queue, batch, put_timeout_s)
+        for item in items:
+            runtime.queue_put(queue, item, put_timeout_s)
         runtime.queue_put(queue, _END, put_timeout_s)
     except Exception as exc:  # noqa: BLE001 - reported to the stream as an item
         try:
@@ -108,13 +112,22 @@ class RunStream:
         self._ledger = RunLedger(deps.store, ticket)
         self._projector = RunProjector(ticket.thread_id, ticket.run_id, ticket.text_digests)
         self._session_emitted = False
-        self._upstream: A2AStream | None = None
+        self._upstream: Upstream | None = None
         self._pump: TaskHandle | None = None
         self._finished = False  # terminal event produced or the run is parked on an interrupt
         self._generator: Iterator[bytes] | None = None
         self._started = False
         self._cleaned = False
         self._started_at = time.monotonic()
+        now = self._started_at
+        self._next_heartbeat = now + self._settings.heartbeat_interval_s
+        self._next_renew = now + self._settings.lease_renew_interval_s
+        # Resume bookkeeping (6.4): answers being sent, those A2A has not accepted yet, and the
+        # interrupt ids the next streamed event accepts.
+        self._answers: dict[str, resume_plan.PreparedAnswer] = {}
+        self._unaccepted: set[str] = set()
+        self._awaiting: tuple[str, ...] = ()
+        self._accepted = not ticket.is_resume
         self.outcome = "disconnected"
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -157,16 +170,72 @@ class RunStream:
         except StateError:
             log.warning("Failed to persist AG-UI thread state at run end", exc_info=True)
 
+    def _drop_execution(self) -> None:
+        """Pending cleared, execution retired, lease released: best effort (8.5)."""
+        try:
+            self._ledger.drop_execution(ev.now_ms())
+        except StateError:
+            log.warning("Failed to persist AG-UI thread state after dropping an execution", exc_info=True)
+        self._ticket.pending = {}
+
     def _fail_closed(self, key: str) -> _Terminal:
         """A recovery-critical write failed: cancel the task, retire, report (behaviour.md 8.5)."""
         self._cancel_task_later(self._ticket.task_id)
-        try:
-            self._ledger.fail_closed(ev.now_ms())
-        except StateError:
-            log.warning("Failed to persist AG-UI thread state after a failed commit", exc_info=True)
+        self._drop_execution()
         self._finished = True
         self.outcome = "error"
         return _Terminal(self._error_events(StatePersistenceFailed(key)))
+
+    def _refusal(self, error: BridgeError) -> _Terminal:
+        """End a resume that may not touch A2A: nothing is cancelled, retired or cleared."""
+        self._finished = True
+        self.outcome = "error"
+        self._release(retire=False)
+        return _Terminal(self._error_events(error))
+
+    # ---- time: heartbeats and lease renewal -------------------------------------------------
+
+    def _wait_s(self) -> float:
+        return min(self._next_heartbeat, self._next_renew) - time.monotonic()
+
+    def _shown(self) -> None:
+        """Something was written to the client: the heartbeat timer restarts."""
+        self._next_heartbeat = time.monotonic() + self._settings.heartbeat_interval_s
+
+    def _tick(self) -> Iterator[bytes]:
+        """Renew the lease (also while events flow) and send `: heartbeat` when they are due."""
+        now = time.monotonic()
+        if now >= self._next_renew:
+            self._next_renew = now + self._settings.lease_renew_interval_s
+            if self._renew(int(self._settings.lease_ttl_s * 1000)):
+                self._cancel_task_later(self._ticket.task_id)
+                raise Cancelled()
+        if now >= self._next_heartbeat:
+            self._next_heartbeat = now + self._settings.heartbeat_interval_s
+            yield HEARTBEAT_FRAME
+
+    def _blocking(self, fn: Callable[..., _T], *args: Any) -> Generator[bytes, None, _T]:
+        """Run one unary upstream call off the generator, heartbeating and renewing meanwhile."""
+        runtime = self._deps.runtime
+        box = runtime.make_queue(1)
+
+        def call() -> None:
+            try:
+                outcome: tuple[bool, Any] = (True, fn(*args))
+            except Exception as exc:  # noqa: BLE001 - re-raised in the generator
+                outcome = (False, exc)
+            runtime.queue_put(box, outcome, 1.0)
+
+        runtime.spawn(call, name=f"call:{self._ticket.run_id}")
+        while True:
+            try:
+                ok, value = runtime.queue_get(box, self._wait_s())
+            except Empty:
+                yield from self._tick()
+                continue
+            if ok:
+                return value  # type: ignore[no-any-return]
+            raise value
 
     # ---- the generator ----------------------------------------------------------------------
 
@@ -189,7 +258,11 @@ class RunStream:
             for task_id in ticket.orphaned_task_ids + ticket.expired_task_ids:
                 self._cancel_task_later(task_id)
             try:
-                yield from self._run_upstream()
+                if ticket.is_resume:
+                    upstream = yield from self._resume_preflight()
+                else:
+                    upstream = self._new_run_upstream()
+                yield from self._pump_upstream(upstream)
             except _Terminal as terminal:
                 yield encode_events(terminal.events)
             except BridgeError as error:
@@ -216,66 +289,60 @@ class RunStream:
             self._release(retire=retire)
         return self._error_events(error)
 
-    def _run_upstream(self) -> Iterator[bytes]:
-        ticket = self._ticket
-        settings = self._settings
-        if ticket.is_resume:
-            raise _Terminal(self._error_events_unsupported_resume())
+    def _new_run_upstream(self) -> Upstream:
         parts = user_message_parts(self._run.messages)
         message_id = _last_user_message_id(self._run.messages)
-        metadata = a2a_messages.iac_code_metadata(self._run.props, ticket.cwd, self._language)
-        message = a2a_messages.user_message(message_id, parts, metadata, ticket.context_id)
-        self._upstream = self._deps.client.open_stream("SendStreamingMessage", a2a_messages.send_params(message))
+        metadata = a2a_messages.iac_code_metadata(self._run.props, self._ticket.cwd, self._language)
+        message = a2a_messages.user_message(message_id, parts, metadata, self._ticket.context_id)
+        return Upstream(self._deps.client).new_run(a2a_messages.send_params(message))
+
+    def _pump_upstream(self, upstream: Upstream) -> Iterator[bytes]:
+        """Read the upstream items through the bounded queue until the run ends."""
+        settings = self._settings
         runtime = self._deps.runtime
+        self._upstream = upstream
         queue = runtime.make_queue(settings.queue_maxsize)
         self._pump = runtime.spawn(
             _pump,
-            self._upstream,
+            upstream,
             queue,
             runtime,
             settings.client_stall_timeout_s,
-            name=f"pump:{ticket.run_id}",
-            on_stop=self._upstream.abort,
+            name=f"pump:{self._ticket.run_id}",
+            on_stop=upstream.abort,
         )
-        heartbeat_s = settings.heartbeat_interval_s
-        renew_s = settings.lease_renew_interval_s
-        lease_ttl_ms = int(settings.lease_ttl_s * 1000)
-        now = time.monotonic()
-        next_heartbeat = now + heartbeat_s
-        next_renew = now + renew_s
         while True:
             try:
-                item = runtime.queue_get(queue, min(next_heartbeat, next_renew) - time.monotonic())
+                item = runtime.queue_get(queue, self._wait_s())
             except Empty:
                 item = None
             if item is _END:
                 break
             if isinstance(item, _PumpFailed):
                 raise item.error
-            if item is not None:
+            if isinstance(item, SendOpened):
+                self._awaiting = item.interrupt_ids
+            elif item is not None:
                 out: list[Event] = []
                 try:
-                    done = any(self._handle(a2a_event, out) for a2a_event in item)
+                    if isinstance(item, UnaryAccepted):
+                        self._accept(item.interrupt_ids, out)
+                    else:
+                        for a2a_event in item:
+                            self._handle(a2a_event, out)
+                            if self._finished:
+                                break
                 except (_Terminal, BridgeError, A2AError):
                     if out:  # what was projected before the failure is shown before its spans close
                         yield encode_events(out)
                     raise
                 if out:
                     yield encode_events(out)
-                    next_heartbeat = time.monotonic() + heartbeat_s
-                if done:
-                    break
-            now = time.monotonic()
-            if now >= next_renew:  # also while events flow, so a busy run never loses its lease
-                next_renew = now + renew_s
-                if self._renew(lease_ttl_ms):
-                    self._cancel_task_later(ticket.task_id)
-                    raise Cancelled()
-            if now >= next_heartbeat:
-                next_heartbeat = now + heartbeat_s
-                yield HEARTBEAT_FRAME
-        if not self._finished:  # an interrupt already wrote its RUN_FINISHED
-            yield encode_events(self._finish())
+                    self._shown()
+                if self._finished:  # an interrupt already wrote its RUN_FINISHED
+                    return
+            yield from self._tick()
+        yield encode_events(self._finish())
 
     def _renew(self, lease_ttl_ms: int) -> bool:
         try:
@@ -284,16 +351,128 @@ class RunStream:
             log.warning("lease renewal failed", exc_info=True)
             return False
 
-    def _error_events_unsupported_resume(self) -> list[Event]:
+    # ---- resume (6.3-6.5) -----------------------------------------------------------------------
+
+    def _resume_preflight(self) -> Generator[bytes, None, Upstream]:
+        """Check, restore, reconcile and validate before anything reaches A2A; then plan the sends."""
+        ticket = self._ticket
+        client = self._deps.client
+        answers = self._run.resume or ()
+        task_id = ticket.task_id
+        if task_id is None or not ticket.pending:
+            try:
+                resume_plan.check_nothing_pending(answers, ticket.applied)
+            except BridgeError as error:
+                raise self._refusal(error) from None
+        if resume_plan.expired(ticket.pending, ev.now_ms()):
+            raise self._expire()
+        if ticket.session_id is not None:
+            status, body = yield from self._blocking(client.ensure_restored, ticket.cwd, ticket.session_id, task_id)
+            _check_restored(status, body)
+        snapshot = yield from self._blocking(client.get_task, task_id)
+        context_id = snapshot.context_id
+        if snapshot.task_id != task_id or (context_id is not None and context_id != ticket.context_id):
+            raise A2AProtocolError("task_mismatch")
+        self._learn_session(snapshot)
+        snapshot_inputs = collect_inputs(snapshot.iac) if snapshot.iac else []
+        self._check_input_identity(snapshot_inputs)
+        now_ms = ev.now_ms()
+        reconciled = resume_plan.reconcile(
+            ticket.pending,
+            snapshot_inputs,
+            snapshot_lists_inputs="input" in snapshot.iac or "pendingPermissions" in snapshot.iac,
+            snapshot_terminal=snapshot.state in TERMINAL_STATES,
+            answers=answers,
+            applied=ticket.applied,
+            now_ms=now_ms,
+            ttl_ms=int(self._settings.interrupt_ttl_s * 1000),
+        )
+        if reconciled.changed:
+            try:
+                self._ledger.replace_pending(reconciled.pending, now_ms)
+            except StateError:
+                raise self._fail_closed("interrupt_commit_failed") from None
+            ticket.pending = dict(reconciled.pending)
+        selection = resume_plan.select(reconciled, answers, ticket.applied)
+        if selection.new_interrupt:
+            events = self._projector.project(snapshot, text=False)
+            events.extend(self._interrupt([]))
+            raise _Terminal(events)
+        prepared = resume_plan.prepare(selection.answers)
+        preflight_events = self._projector.project(snapshot, text=False)
+        if preflight_events:
+            yield encode_events(preflight_events)
+            self._shown()
+        if any(answer.cancelled and not answer.permission for answer in prepared):
+            yield from self._blocking(client.cancel_task, task_id)
+            self._drop_execution()
+            self._finished = True
+            self.outcome = "cancelled"
+            raise _Terminal(self._error_events(Cancelled("cancelled_by_answer")))
+        metadata = a2a_messages.iac_code_metadata(self._run.props, ticket.cwd, self._language)
+        plan = resume_plan.plan_sends(
+            prepared, run_id=ticket.run_id, task_id=task_id, context_id=ticket.context_id, metadata=metadata
+        )
+        self._answers = {answer.interrupt_id: answer for answer in prepared}
+        self._unaccepted = set(self._answers)
+        return Upstream(client).resume(plan, task_id)
+
+    def _expire(self) -> _Terminal:
+        """D1: an expired interrupt is never applied; the execution is dropped and its task cancelled."""
+        self._cancel_task_later(self._ticket.task_id)
+        self._drop_execution()
         self._finished = True
-        self.outcome = "error"
-        self._release(retire=False)
-        return self._error_events(ExecutionLost("task_unavailable"))
+        self.outcome = "expired"
+        return _Terminal(self._error_events(ExecutionExpired()))
+
+    def _accept(self, interrupt_ids: tuple[str, ...], out: list[Event]) -> None:
+        """A2A accepted these answers: persist that before showing anything that follows (6.7)."""
+        ticket = self._ticket
+        digests = {i: self._answers[i].digest for i in interrupt_ids if i in self._answers}
+        try:
+            self._ledger.accept_answers(digests, ev.now_ms())
+        except StateError:
+            raise self._fail_closed("answer_commit_failed") from None
+        for input_id, digest in digests.items():
+            ticket.pending.pop(input_id, None)
+            ticket.applied[input_id] = digest
+        self._unaccepted.difference_update(digests)
+        if self._unaccepted or self._accepted:
+            return
+        self._accepted = True
+        if not self._session_emitted:
+            out.append(self._session_event())
+        for answer in self._answers.values():
+            if not answer.permission and answer.tool_use_id and answer.text:
+                self._projector.tool_result(out, answer.tool_use_id, answer.text)
 
     # ---- per event ----------------------------------------------------------------------------
 
-    def _handle(self, event: A2AEvent, out: list[Event]) -> bool:
-        """Identity, commits, session event, projection, interrupts; True when the run ends."""
+    def _learn_session(self, event: A2AEvent) -> None:
+        ticket = self._ticket
+        session_id = a2a_messages.session_id_of(event.iac) if event.iac else None
+        if session_id is None or session_id == ticket.session_id:
+            return
+        if ticket.session_id is not None:
+            raise A2AProtocolError("session_changed")
+        try:
+            self._ledger.record_session(session_id)
+        except StateError:
+            raise self._fail_closed("session_mapping_failed") from None
+
+    def _check_input_identity(self, inputs: list[InputRequest]) -> None:
+        ticket = self._ticket
+        for request in inputs:
+            for key, expected, error_key in (
+                ("requestTaskId", ticket.task_id, "interrupt_other_task"),
+                ("contextId", ticket.context_id, "interrupt_other_context"),
+            ):
+                value = request.value.get(key)
+                if isinstance(value, str) and value and expected is not None and value != expected:
+                    raise A2AProtocolError(error_key)
+
+    def _handle(self, event: A2AEvent, out: list[Event]) -> None:
+        """Identity, commits, acceptance, session event, projection, interrupts."""
         ticket = self._ticket
         if event.context_id is not None and event.context_id != ticket.context_id:
             raise A2AProtocolError("context_changed")
@@ -305,23 +484,25 @@ class RunStream:
             except StateError:
                 ticket.task_id = event.task_id
                 raise self._fail_closed("task_mapping_failed") from None
-        session_id = a2a_messages.session_id_of(event.iac) if event.iac else None
-        if session_id is not None and session_id != ticket.session_id:
-            if ticket.session_id is not None:
-                raise A2AProtocolError("session_changed")
-            try:
-                self._ledger.record_session(session_id)
-            except StateError:
-                raise self._fail_closed("session_mapping_failed") from None
-        if not self._session_emitted and ticket.task_id is not None and ticket.session_id is not None:
+        self._learn_session(event)
+        if self._awaiting:
+            interrupt_ids, self._awaiting = self._awaiting, ()
+            self._accept(interrupt_ids, out)
+        if (
+            self._accepted
+            and not self._session_emitted
+            and ticket.task_id is not None
+            and ticket.session_id is not None
+        ):
             out.append(self._session_event())
         out.extend(self._projector.project(event))
-        inputs = collect_inputs(event.iac) if event.iac else []
+        inputs = [
+            request
+            for request in (collect_inputs(event.iac) if event.iac else [])
+            if request.input_id not in ticket.applied and request.input_id not in self._answers
+        ]
         if inputs:
             out.extend(self._interrupt(inputs))
-            return True
-        state = event.state
-        return state is not None and (state in TERMINAL_STATES or state == "input-required")
 
     def _session_event(self) -> Event:
         self._session_emitted = True
@@ -340,20 +521,13 @@ class RunStream:
             },
         )
 
-    def _interrupt(self, inputs: list[Any]) -> list[Event]:
+    def _interrupt(self, inputs: list[InputRequest]) -> list[Event]:
         """Commit the interrupt durably, then close spans and announce it (6.2, fail closed)."""
         ticket = self._ticket
         now_ms = ev.now_ms()
         expires_ms = now_ms + int(self._settings.interrupt_ttl_s * 1000)
         expires_at = model.format_rfc3339_ms(expires_ms)
-        for request in inputs:
-            for key in ("requestTaskId", "contextId"):
-                expected = ticket.task_id if key == "requestTaskId" else ticket.context_id
-                value = request.value.get(key)
-                if isinstance(value, str) and value and expected is not None and value != expected:
-                    raise A2AProtocolError(
-                        "interrupt_other_task" if key == "requestTaskId" else "interrupt_other_context"
-                    )
+        self._check_input_identity(inputs)
         pending = dict(ticket.pending)
         for request in inputs:
             previous = pending.get(request.input_id)
@@ -441,6 +615,19 @@ class RunStream:
         )
         if self._deps.on_run_end is not None:
             self._deps.on_run_end(self._ticket.run_id, self.outcome)
+
+
+def _check_restored(status: int, body: object) -> None:
+    """Session restore answers (behaviour.md 4.4); every failure keeps the interrupts pending."""
+    if status == 200 and isinstance(body, dict) and body.get("status") in ("current", "restored"):
+        return
+    if status == 404:
+        raise ExecutionLost("session_unavailable")
+    error = body.get("error") if isinstance(body, dict) else None
+    if status == 409 and isinstance(error, dict) and error.get("code") == "SESSION_BACKUP_NOT_READY":
+        message = error.get("message")
+        raise SessionBackupNotReady(raw_message=message if isinstance(message, str) and message else None)
+    raise A2AUnavailable()
 
 
 def _last_user_message_id(messages: tuple[dict[str, Any], ...]) -> str:

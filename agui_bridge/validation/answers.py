@@ -1,0 +1,53 @@
+"""Interrupt answers checked against the interrupt's `responseSchema` (pure; behaviour.md 6.5).
+
+JSON Schema Draft 2020-12 with formats checked and a registry that holds the meta-schemas only, so a
+`$ref` can never make the bridge fetch anything (stack-notes 4.3: the default registry would).
+Validators are cached by the canonical text of their schema; there are few distinct schemas.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+import jsonschema_specifications
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
+from referencing.exceptions import Unresolvable
+
+#: The formats a payload schema may rely on; a unit test asserts each has a checker installed.
+REQUIRED_FORMATS = ("date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6", "hostname")
+
+
+@lru_cache(maxsize=256)
+def _validator(schema_text: str) -> Validator:
+    schema = json.loads(schema_text)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(
+        schema,
+        registry=jsonschema_specifications.REGISTRY,
+        format_checker=Draft202012Validator.FORMAT_CHECKER,
+    )
+
+
+def payload_errors(schema: dict[str, Any], payload: Any) -> list[str]:
+    """JSON Pointers of the places where `payload` breaks `schema` (empty when it conforms).
+
+    A schema that is not a valid 2020-12 schema rejects every payload (reported at the root), so a
+    broken interrupt can be answered only by cancelling it, never by something unchecked.
+    """
+    try:
+        validator = _validator(json.dumps(schema, sort_keys=True, separators=(",", ":")))
+    except (SchemaError, TypeError, ValueError):
+        return [""]
+    try:
+        errors = sorted(validator.iter_errors(payload), key=lambda e: [str(p) for p in e.absolute_path])
+    except Unresolvable:  # a `$ref` outside the schema: never fetched, so nothing can conform
+        return [""]
+    return ["".join(f"/{p}" for p in error.absolute_path) for error in errors]
+
+
+def conforms(schema: dict[str, Any], payload: Any) -> bool:
+    return not payload_errors(schema, payload)

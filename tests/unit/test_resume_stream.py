@@ -1,0 +1,490 @@
+"""Resume runs against a scripted A2A client (behaviour.md 6.3-6.7, 9.1, D1, D13).
+
+The demo agent cannot misbehave on purpose (wrong task in GetTask, refused session restore with
+arbitrary bodies, sideband waits, a subscription that fails); these tests script those cases and
+check the events, the calls made to A2A and the state file after each one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, unwrap
+from agui_bridge.runs.admission import admit_run
+from agui_bridge.runs.stream import RunStream, StreamDeps
+from agui_bridge.runtime import ThreadRuntime
+from agui_bridge.settings import Settings
+from agui_bridge.state.owner import current_owner, owner_is_alive
+from agui_bridge.state.store import StateWriteFailed, ThreadStore
+from agui_bridge.validation.run_input import parse_run_input
+from tests.agui_checks import assert_valid_agui_stream, event_types
+from tests.bridge_harness import run_body
+
+THREAD, TASK, SESSION = "thread-1", "task-1", "session-1"
+PERMISSION = {
+    "schemaVersion": 1,
+    "kind": "permission",
+    "inputId": "perm-1",
+    "toolUseId": "tool-1",
+    "required": True,
+    "prompt": "Run a local shell command. Allow once?",
+}
+QUESTION = {
+    "schemaVersion": 1,
+    "kind": "ask_user_question",
+    "inputId": "question-1",
+    "toolUseId": "ask-1",
+    "required": True,
+    "prompt": "Which size?",
+    "options": [{"id": "small", "label": "Small"}, {"id": "large", "label": "Large"}],
+}
+
+
+def event(context_id: str, state: str = "TASK_STATE_WORKING", text: str | None = None, **iac: Any) -> A2AEvent:
+    body: dict[str, Any] = {"taskId": TASK, "contextId": context_id, "status": {"state": state}}
+    if text is not None:
+        body["status"]["message"] = {"messageId": f"{TASK}-message", "role": "ROLE_AGENT", "parts": [{"text": text}]}
+    body["metadata"] = {"iac_code": {"iacCodeSessionId": SESSION, **iac}}
+    return unwrap({"result": {"statusUpdate": body}})
+
+
+def snapshot(context_id: str, state: str = "TASK_STATE_INPUT_REQUIRED", task_id: str = TASK, **iac: Any) -> A2AEvent:
+    body = {"id": task_id, "contextId": context_id, "status": {"state": state}, "metadata": {"iac_code": iac}}
+    return unwrap({"result": body})
+
+
+class ScriptedStream:
+    def __init__(self, batches: list[list[A2AEvent]], gate: threading.Event | None = None) -> None:
+        self._batches = batches
+        self._gate = gate
+
+    def batches(self) -> Iterator[list[A2AEvent]]:
+        if self._gate is not None:
+            self._gate.wait(10)
+            raise A2ATransportError("aborted")
+        yield from self._batches
+
+    def abort(self) -> None:
+        if self._gate is not None:
+            self._gate.set()
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class ScriptedA2A:
+    """Answers each call from a per-method queue; a queued exception is raised instead."""
+
+    streams: dict[str, list[Any]] = field(default_factory=dict)
+    tasks: list[Any] = field(default_factory=list)
+    unary: list[Any] = field(default_factory=list)
+    restored: tuple[int, object] = (200, {"status": "current"})
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    def open_stream(self, method: str, params: dict[str, Any]) -> ScriptedStream:
+        self.calls.append((method, params))
+        item = self.streams[method].pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item if isinstance(item, ScriptedStream) else ScriptedStream(item)
+
+    def get_task(self, task_id: str, history_length: int = 100) -> A2AEvent:
+        self.calls.append(("GetTask", task_id))
+        item = self.tasks.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item  # type: ignore[no-any-return]
+
+    def send_message(self, params: dict[str, Any]) -> A2AEvent:
+        self.calls.append(("SendMessage", params))
+        item = self.unary.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item  # type: ignore[no-any-return]
+
+    def ensure_restored(self, cwd: str, session_id: str, task_id: str) -> tuple[int, object]:
+        self.calls.append(("ensure-restored", session_id))
+        return self.restored
+
+    def cancel_task(self, task_id: str) -> None:
+        self.calls.append(("CancelTask", task_id))
+
+    def methods(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+
+class Harness:
+    def __init__(self, tmp_path: Path, **settings: Any) -> None:
+        self.tmp_path = tmp_path
+        self.settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,), **settings)
+        self.store = ThreadStore(self.settings.state_dir)
+        self.context_id = ""
+
+    def stream(self, body: dict[str, Any], client: ScriptedA2A) -> RunStream:
+        run = parse_run_input(body)
+        ticket = admit_run(
+            self.store, run, cwd=str(self.tmp_path), digest=body["runId"], owner=current_owner(),
+            now_ms=int(time.time() * 1000), lease_ttl_ms=20_000, is_alive=owner_is_alive,
+        )  # fmt: skip
+        self.context_id = ticket.context_id
+        deps = StreamDeps(self.settings, self.store, client, ThreadRuntime())  # type: ignore[arg-type]
+        return RunStream(deps, ticket, run, "en")
+
+    def interrupt(self, *inputs: dict[str, Any], text: str = "I will write it.") -> list[dict[str, Any]]:
+        """A first run that ends on an interrupt announcing `inputs` (first in `input`)."""
+        body = run_body(THREAD, "please", self.tmp_path)
+        client = ScriptedA2A()
+        stream = self.stream(body, client)
+        ctx = self.context_id
+        extra: dict[str, Any] = {"input": inputs[0]}
+        if len(inputs) > 1:
+            extra["pendingPermissions"] = list(inputs[1:])
+        client.streams["SendStreamingMessage"] = [
+            [[event(ctx, text=text), event(ctx, "TASK_STATE_INPUT_REQUIRED", **extra)]]
+        ]
+        events = assert_valid_agui_stream(collect(stream), expect_terminal="interrupt", capture=False)
+        return events[-1]["outcome"]["interrupts"]  # type: ignore[no-any-return]
+
+    def resume(self, answers: list[dict[str, Any]], client: ScriptedA2A, **kwargs: Any) -> list[dict[str, Any]]:
+        body = run_body(THREAD, "", self.tmp_path)
+        body["resume"] = answers
+        raw = collect(self.stream(body, client))
+        return assert_valid_agui_stream(raw, capture=False, **kwargs)
+
+    def state(self) -> Any:
+        return self.store.read(THREAD)
+
+
+def collect(stream: RunStream) -> bytes:
+    try:
+        return b"".join(stream)
+    finally:
+        stream.close()
+
+
+def allow(interrupt_id: str = "perm-1", decision: str = "allow_once") -> dict[str, Any]:
+    return {"interruptId": interrupt_id, "status": "resolved", "payload": {"decision": decision}}
+
+
+def done(ctx: str, text: str = "done") -> list[list[A2AEvent]]:
+    accepted = event(ctx, inputReceived={"inputId": "perm-1"})
+    return [[accepted, event(ctx, text=text)], [event(ctx, "TASK_STATE_INPUT_REQUIRED")]]
+
+
+def error_code(events: list[dict[str, Any]]) -> str:
+    assert events[-1]["type"] == "RUN_ERROR"
+    return str(events[-1]["code"])
+
+
+# --------------------------------------------------------------------------------------------- preflight
+
+
+def test_permission_resume_sends_the_six_key_part_and_commits_before_showing(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    client.streams["SendStreamingMessage"] = [done(h.context_id)]
+    events = h.resume([allow()], client, expect_terminal="success")
+    assert client.methods() == ["ensure-restored", "GetTask", "SendStreamingMessage"]
+    message = client.calls[-1][1]["message"]
+    assert message["messageId"].startswith("agui-resume-run-") and message["messageId"].endswith("-perm-1")
+    assert message["taskId"] == TASK and message["contextId"] == h.context_id
+    assert message["parts"] == [
+        {
+            "data": {
+                "schemaVersion": 1,
+                "kind": "permission",
+                "requestTaskId": TASK,
+                "inputId": "perm-1",
+                "toolUseId": "tool-1",
+                "decision": "allow_once",
+            },
+            "mediaType": "application/json",
+        }
+    ]
+    assert event_types(events)[:2] == ["RUN_STARTED", "CUSTOM"]
+    state = h.state()
+    assert state.execution.pending == {} and state.execution.task_id is None
+    assert [(a.interrupt_id, len(a.digest)) for a in state.applied_resume_digests] == [("perm-1", 64)]
+
+
+def test_replayed_text_is_not_shown_twice(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION, text="before interrupt")
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    client.streams["SendStreamingMessage"] = [done(h.context_id, text="before interruptafter resume")]
+    events = h.resume([allow()], client, expect_terminal="success")
+    assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["after resume"]
+
+
+@pytest.mark.parametrize(
+    ("restored", "code", "message"),
+    [
+        (
+            (404, {"error": {"code": "SESSION_NOT_FOUND"}}),
+            "EXECUTION_LOST",
+            "The iac-code session to resume is unavailable.",
+        ),
+        (
+            (409, {"error": {"code": "SESSION_BACKUP_NOT_READY", "message": "Backup syncing.", "retryable": True}}),
+            "SESSION_BACKUP_NOT_READY",
+            "Backup syncing.",
+        ),
+        ((200, {"status": "stale"}), "A2A_UNAVAILABLE", "The local A2A execution service is unavailable."),
+        ((500, None), "A2A_UNAVAILABLE", "The local A2A execution service is unavailable."),
+    ],
+)
+def test_session_restore_failures_keep_the_interrupt(
+    tmp_path: Path, restored: tuple[int, object], code: str, message: str
+) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    client = ScriptedA2A(restored=restored)
+    events = h.resume([allow()], client, expect_terminal="RUN_ERROR")
+    assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"]
+    assert (events[-1]["code"], events[-1]["message"]) == (code, message)
+    assert client.methods() == ["ensure-restored"]
+    assert list(h.state().execution.pending) == ["perm-1"] and h.state().active_run is None
+
+
+def test_gettask_of_another_task_is_a_protocol_error_and_keeps_the_interrupt(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, task_id="task-other", input=PERMISSION)])
+    events = h.resume([allow()], client, expect_terminal="RUN_ERROR")
+    assert error_code(events) == "A2A_PROTOCOL_ERROR"
+    assert "CancelTask" not in client.methods() and list(h.state().execution.pending) == ["perm-1"]
+
+
+@pytest.mark.parametrize(
+    ("answers", "code"),
+    [
+        ([], "INCOMPLETE_RESUME"),
+        ([allow(), allow()], "INCOMPLETE_RESUME"),
+        ([allow("perm-unknown")], "UNKNOWN_INTERRUPT"),
+        ([allow(decision="allow")], "RESUME_PAYLOAD_INVALID"),
+        ([{"interruptId": "perm-1", "status": "resolved"}], "RESUME_PAYLOAD_INVALID"),
+        ([{**allow(decision="deny"), "payload": {"decision": "deny", "x": 1}}], "RESUME_PAYLOAD_INVALID"),
+    ],
+)
+def test_invalid_resumes_send_nothing_and_stay_retryable(
+    tmp_path: Path, answers: list[dict[str, Any]], code: str
+) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    events = h.resume(answers, client, expect_terminal="RUN_ERROR")
+    assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == code
+    assert client.methods() == ["ensure-restored", "GetTask"]
+    assert list(h.state().execution.pending) == ["perm-1"]
+    retry = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    retry.streams["SendStreamingMessage"] = [done(h.context_id)]
+    h.resume([allow()], retry, expect_terminal="success")
+
+
+def test_cancelled_permission_is_sent_as_deny(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    client.streams["SendStreamingMessage"] = [done(h.context_id)]
+    h.resume([{"interruptId": "perm-1", "status": "cancelled"}], client, expect_terminal="success")
+    assert client.calls[-1][1]["message"]["parts"][0]["data"]["decision"] == "deny"
+
+
+def test_cancelled_question_cancels_the_task(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(QUESTION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=QUESTION)])
+    events = h.resume([{"interruptId": "question-1", "status": "cancelled"}], client, expect_terminal="RUN_ERROR")
+    assert events[-1]["code"] == "CANCELLED"
+    assert events[-1]["message"] == "The execution was cancelled by the interrupt response."
+    assert client.methods()[-1] == "CancelTask"
+    state = h.state()
+    assert state.execution.pending == {} and state.execution.execution_id in state.terminal_execution_ids
+
+
+def test_question_answer_is_streamed_text_with_a_synthetic_tool_result(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(QUESTION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=QUESTION)])
+    ctx = h.context_id
+    tool_done = {"status": "completed", "toolUseId": "ask-1", "name": "ask_user_question", "result": "Large"}
+    client.streams["SendStreamingMessage"] = [[[event(ctx, tool=tool_done), event(ctx, "TASK_STATE_INPUT_REQUIRED")]]]
+    events = h.resume(
+        [{"interruptId": "question-1", "status": "resolved", "payload": {"selectedId": "large"}}],
+        client,
+        expect_terminal="success",
+    )
+    message = client.calls[-1][1]["message"]
+    assert message["parts"] == [{"text": "Large"}] and message["messageId"].startswith("agui-resume-run-")
+    results = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert [(r["toolCallId"], r["content"]) for r in results] == [("ask-1", "Large")]  # A2A's copy deduplicated
+    assert event_types(events)[1] == "CUSTOM"
+
+
+@pytest.mark.parametrize(
+    ("reply", "code", "message"),
+    [
+        (
+            A2ARpcError(-32602, "permission_resume_invalid"),
+            "A2A_UNAVAILABLE",
+            "The local A2A execution service rejected the interrupt response.",
+        ),
+        (
+            A2ARpcError(-32603, "x", {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}),
+            "SESSION_BACKUP_NOT_READY",
+            "Session backup is still synchronizing. Retry after 3 seconds.",
+        ),
+        ([], "A2A_UNAVAILABLE", "The A2A permission response was not accepted."),
+        (A2ATransportError("refused"), "A2A_UNAVAILABLE", "The local A2A execution service is unavailable."),
+    ],
+)
+def test_answers_a2a_did_not_accept_stay_pending_and_the_task_is_not_cancelled(
+    tmp_path: Path, reply: Any, code: str, message: str
+) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    client.streams["SendStreamingMessage"] = [reply]
+    events = h.resume([allow()], client, expect_terminal="RUN_ERROR")
+    assert (events[-1]["code"], events[-1]["message"]) == (code, message)
+    assert "CancelTask" not in client.methods()
+    assert list(h.state().execution.pending) == ["perm-1"] and h.state().applied_resume_digests == []
+
+
+def test_repeated_and_conflicting_answers_after_acceptance(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    client.streams["SendStreamingMessage"] = [done(h.context_id)]
+    h.resume([allow()], client, expect_terminal="success")
+    for answer in (allow(), allow(decision="deny")):
+        again = ScriptedA2A()
+        events = h.resume([answer], again, expect_terminal="RUN_ERROR")
+        assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"]
+        assert events[-1]["code"] == "RESUME_ALREADY_APPLIED" and again.calls == []
+    lost = ScriptedA2A()
+    assert error_code(h.resume([allow("never-pending")], lost, expect_terminal="RUN_ERROR")) == "EXECUTION_LOST"
+
+
+def test_stale_gettask_after_a_partial_answer_does_not_resend_it(tmp_path: Path) -> None:
+    """Two permissions; the first was accepted in an earlier resume that then failed on the second."""
+    h = Harness(tmp_path)
+    second = {**PERMISSION, "inputId": "perm-2", "toolUseId": "tool-2"}
+    h.interrupt(PERMISSION, second)
+    ctx = h.context_id
+    first_only = ScriptedA2A(tasks=[snapshot(ctx, input=PERMISSION, pendingPermissions=[second])])
+    first_only.streams["SendStreamingMessage"] = [[[event(ctx, inputReceived={"inputId": "perm-1"})]], []]
+    events = h.resume([allow(), allow("perm-2")], first_only, expect_terminal="RUN_ERROR")
+    assert events[-1]["code"] == "A2A_UNAVAILABLE"
+    assert list(h.state().execution.pending) == ["perm-2"]
+    retry = ScriptedA2A(
+        tasks=[
+            snapshot(ctx, input=PERMISSION, pendingPermissions=[second]),  # stale: perm-1 was accepted
+            snapshot(ctx, "TASK_STATE_INPUT_REQUIRED"),
+        ],
+        unary=[snapshot(ctx, "TASK_STATE_WORKING")],
+    )
+    h.resume([allow(), allow("perm-2")], retry, expect_terminal="success")
+    # perm-2 came from pendingPermissions (a sideband wait), so it alone goes out as unary SendMessage.
+    assert retry.methods() == ["ensure-restored", "GetTask", "SendMessage", "GetTask"]
+    assert retry.calls[2][1]["message"]["parts"][0]["data"]["inputId"] == "perm-2"
+    assert h.state().execution.pending == {}
+
+
+def test_a_new_interrupt_found_in_preflight_is_announced_with_all_pending(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    second = {**PERMISSION, "inputId": "perm-2", "toolUseId": "tool-2"}
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION, pendingPermissions=[second])])
+    events = h.resume([allow()], client, expect_terminal="interrupt")
+    assert [i["id"] for i in events[-1]["outcome"]["interrupts"]] == ["perm-1", "perm-2"]
+    assert "CUSTOM" not in event_types(events)  # no session event: nothing was sent
+    assert client.methods() == ["ensure-restored", "GetTask"]
+    assert list(h.state().execution.pending) == ["perm-1", "perm-2"]
+    assert h.state().execution.pending["perm-2"].sideband is True
+
+
+def test_sideband_answers_use_unary_send_then_the_task_snapshot_decides(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt({**PERMISSION, "scope": "candidate"})
+    ctx = h.context_id
+    client = ScriptedA2A(
+        tasks=[
+            snapshot(ctx, "TASK_STATE_WORKING", input={**PERMISSION, "scope": "candidate"}),
+            snapshot(ctx, "TASK_STATE_WORKING"),
+            snapshot(ctx, "TASK_STATE_COMPLETED"),
+        ],
+        unary=[snapshot(ctx, "TASK_STATE_WORKING")],
+    )
+    client.streams["SubscribeToTask"] = [A2ARpcError(-32602, "Task is already completed")]
+    events = h.resume([allow()], client, expect_terminal="success")
+    assert client.methods() == ["ensure-restored", "GetTask", "SendMessage", "GetTask", "SubscribeToTask", "GetTask"]
+    assert client.calls[2][1]["message"]["messageId"] == "agui-resume-perm-1"
+    assert event_types(events)[1] == "CUSTOM"
+
+
+def test_expired_interrupt_ends_execution_expired_and_frees_the_thread(tmp_path: Path) -> None:
+    h = Harness(tmp_path, interrupt_ttl_s=0.05)
+    interrupts = h.interrupt(PERMISSION)
+    assert interrupts[0]["expiresAt"].endswith("Z")
+    time.sleep(0.1)
+    client = ScriptedA2A()
+    events = h.resume([allow()], client, expect_terminal="RUN_ERROR")
+    assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == "EXECUTION_EXPIRED"
+    deadline = time.monotonic() + 5
+    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.methods() == ["CancelTask"]
+    state = h.state()
+    assert state.execution.pending == {} and state.execution.task_id is None and state.active_run is None
+
+
+def test_accepted_answer_that_cannot_be_committed_fails_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    client.streams["SendStreamingMessage"] = [done(h.context_id)]
+
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise StateWriteFailed("disk full")
+
+    monkeypatch.setattr("agui_bridge.runs.ledger.RunLedger.accept_answers", refuse)
+    events = h.resume([allow()], client, expect_terminal="RUN_ERROR")
+    assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
+    assert events[-1]["message"] == "The accepted interrupt response could not be committed."
+    assert "TEXT_MESSAGE_CONTENT" not in event_types(events)
+    deadline = time.monotonic() + 5
+    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.methods()[-1] == "CancelTask"
+
+
+def test_disconnect_while_the_answer_is_in_flight_keeps_the_interrupt(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    gate = threading.Event()
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    client.streams["SendStreamingMessage"] = [ScriptedStream([], gate=gate)]
+    body = run_body(THREAD, "", tmp_path)
+    body["resume"] = [allow()]
+    stream = h.stream(body, client)
+    iterator = iter(stream)
+    assert b"RUN_STARTED" in next(iterator)
+    deadline = time.monotonic() + 5
+    while "SendStreamingMessage" not in client.methods() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stream.close()  # the client went away while A2A had not accepted the answer
+    time.sleep(0.1)
+    assert "CancelTask" not in client.methods()
+    state = h.state()
+    assert list(state.execution.pending) == ["perm-1"] and state.execution.task_id == TASK
+    assert state.active_run is None

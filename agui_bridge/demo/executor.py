@@ -453,7 +453,7 @@ class DemoAgentExecutor(AgentExecutor):
             if wait is not None and scenario.name in sc.INTERRUPT_SCENARIOS:
                 # Guidance while a permission waits: a normal turn that cannot park a second script.
                 scenario = sc.PLAIN
-            await self._run(turn, scenario.build(text), None)
+            await self._run(turn, sc.paused(scenario.build(text), sc.pause_seconds(text)), None)
         finally:
             self._running.discard(task_id)
             self.flow.forget(task_id)

@@ -570,6 +570,29 @@ def select_scenario(text: str) -> Scenario:
     return PLAIN
 
 
+_PAUSE_RE = re.compile(r"\[pause\s+(\d+(?:\.\d+)?)\s*\]")
+
+
+def pause_seconds(text: str) -> float:
+    """``[PAUSE <seconds>]``: how long an interrupt scenario waits before it asks (0 without it)."""
+    match = _PAUSE_RE.search(text.lower())
+    return float(match.group(1)) if match else 0.0
+
+
+def paused(script: Script, seconds: float) -> Script:
+    """``script`` with a ``Sleep`` before its first ``Ask`` (lets a test act while a turn runs)."""
+    outcome: object = None
+    while True:
+        try:
+            step = script.send(outcome)
+        except StopIteration:
+            return
+        if seconds > 0 and isinstance(step, Ask):
+            yield Sleep(seconds)
+            seconds = 0.0
+        outcome = yield step
+
+
 def script_for(text: str) -> Script:
     """The step generator for one user turn."""
-    return select_scenario(text).build(text)
+    return paused(select_scenario(text).build(text), pause_seconds(text))

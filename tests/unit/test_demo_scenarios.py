@@ -204,3 +204,22 @@ def test_ask_needs_a_tuple_of_answers() -> None:
 
 def test_interrupt_scenarios_are_scenarios() -> None:
     assert {s.name for s in sc.SCENARIOS} >= sc.INTERRUPT_SCENARIOS
+
+
+def test_pause_sleeps_once_right_before_the_first_ask() -> None:
+    assert sc.pause_seconds("write file [PAUSE 2.5]") == 2.5
+    assert sc.pause_seconds("write file") == 0.0
+    script = sc.script_for("please write file [PAUSE 3]")
+    steps: list[object] = []
+    outcome: object = None
+    while True:
+        try:
+            step = script.send(outcome)
+        except StopIteration:
+            break
+        steps.append(step)
+        outcome = (sc.ALLOW_ONCE,) if isinstance(step, sc.Ask) else None
+    ask = next(i for i, step in enumerate(steps) if isinstance(step, sc.Ask))
+    assert steps[ask - 1] == sc.Sleep(3.0)
+    assert sum(isinstance(step, sc.Sleep) for step in steps) == 1
+    assert isinstance(steps[-1], sc.Final)  # the answer still reaches the script through the wrapper

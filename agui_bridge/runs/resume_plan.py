@@ -48,6 +48,11 @@ def expired(pending: Mapping[str, model.PendingInterrupt], now_ms: int) -> bool:
     return any(entry.expires_at_ms <= now_ms for entry in pending.values())
 
 
+def dismisses_all(answers: Sequence[ResumeAnswer]) -> bool:
+    """Every entry cancels its interrupt (the only answer a client may give an expired one)."""
+    return bool(answers) and all(answer.status == CANCELLED for answer in answers)
+
+
 @dataclass(frozen=True)
 class Reconciled:
     pending: dict[str, model.PendingInterrupt]
@@ -269,6 +274,7 @@ __all__ = [
     "answer_digest",
     "answer_text",
     "check_nothing_pending",
+    "dismisses_all",
     "expired",
     "plan_sends",
     "prepare",

@@ -365,7 +365,7 @@ class RunStream:
             except BridgeError as error:
                 raise self._refusal(error) from None
         if resume_plan.expired(ticket.pending, ev.now_ms()):
-            raise self._expire()
+            raise self._expire(dismissed=resume_plan.dismisses_all(answers))
         if ticket.session_id is not None:
             status, body = yield from self._blocking(client.ensure_restored, ticket.cwd, ticket.session_id, task_id)
             _check_restored(status, body)
@@ -417,13 +417,26 @@ class RunStream:
         self._unaccepted = set(self._answers)
         return Upstream(client).resume(plan, task_id)
 
-    def _expire(self) -> _Terminal:
-        """D1: an expired interrupt is never applied; the execution is dropped and its task cancelled."""
-        self._cancel_task_later(self._ticket.task_id)
+    def _expire(self, *, dismissed: bool) -> _Terminal:
+        """D1: an expired interrupt is never applied; the execution is dropped and its task cancelled.
+
+        A resume that only cancels is what @ag-ui/client 1.0 must send for an expired interrupt
+        ("Cancel it to continue the thread"); it gets the same clean-up but ends RUN_FINISHED
+        `cancelled`, the one terminal event after which that client stops waiting for an answer.
+        """
+        ticket = self._ticket
+        self._cancel_task_later(ticket.task_id)
         self._drop_execution()
         self._finished = True
-        self.outcome = "expired"
-        return _Terminal(self._error_events(ExecutionExpired()))
+        if not dismissed:
+            self.outcome = "expired"
+            return _Terminal(self._error_events(ExecutionExpired()))
+        self.outcome = "cancelled"
+        events = self._projector.close_all()
+        events.append(
+            ev.run_finished(ticket.thread_id, ticket.run_id, {"type": "cancelled"}, self._projector.usage_entries())
+        )
+        return _Terminal(events)
 
     def _accept(self, interrupt_ids: tuple[str, ...], out: list[Event]) -> None:
         """A2A accepted these answers: persist that before showing anything that follows (6.7)."""

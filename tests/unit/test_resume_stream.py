@@ -488,3 +488,17 @@ def test_disconnect_while_the_answer_is_in_flight_keeps_the_interrupt(tmp_path: 
     state = h.state()
     assert list(state.execution.pending) == ["perm-1"] and state.execution.task_id == TASK
     assert state.active_run is None
+
+
+def test_cancelling_an_expired_interrupt_ends_cancelled_after_the_same_clean_up(tmp_path: Path) -> None:
+    h = Harness(tmp_path, interrupt_ttl_s=0.05)
+    h.interrupt(PERMISSION)
+    time.sleep(0.1)
+    client = ScriptedA2A()
+    events = h.resume([{"interruptId": "perm-1", "status": "cancelled"}], client, expect_terminal="cancelled")
+    assert event_types(events) == ["RUN_STARTED", "RUN_FINISHED"]
+    deadline = time.monotonic() + 5
+    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.methods() == ["CancelTask"]
+    assert h.state().execution.pending == {} and h.state().execution.task_id is None

@@ -502,3 +502,36 @@ def test_cancelling_an_expired_interrupt_ends_cancelled_after_the_same_clean_up(
         time.sleep(0.01)
     assert client.methods() == ["CancelTask"]
     assert h.state().execution.pending == {} and h.state().execution.task_id is None
+
+
+def test_disconnect_after_acceptance_cancels_the_task_and_retires_the_execution(tmp_path: Path) -> None:
+    """9.1: once A2A accepted the answer, the resume is an ordinary active run."""
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    ctx = h.context_id
+    gate = threading.Event()
+
+    class AcceptedThenSilent(ScriptedStream):
+        def batches(self) -> Iterator[list[A2AEvent]]:
+            yield [event(ctx, inputReceived={"inputId": "perm-1"}), event(ctx, text="working on it")]
+            gate.wait(10)
+            raise A2ATransportError("aborted")
+
+    client = ScriptedA2A(tasks=[snapshot(ctx, input=PERMISSION)])
+    client.streams["SendStreamingMessage"] = [AcceptedThenSilent([], gate=gate)]
+    body = run_body(THREAD, "", tmp_path)
+    body["resume"] = [allow()]
+    stream = h.stream(body, client)
+    raw = b""
+    for chunk in stream:
+        raw += chunk
+        if b"working on it" in raw:
+            break
+    stream.close()  # the client went away after the answer was accepted
+    deadline = time.monotonic() + 5
+    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.methods()[-1] == "CancelTask"
+    state = h.state()
+    assert state.execution.pending == {} and state.execution.task_id is None and state.active_run is None
+    assert [a.interrupt_id for a in state.applied_resume_digests] == ["perm-1"]

@@ -26,11 +26,38 @@ errorlog = "-"
 loglevel = ENV.get("IAC_CODE_AGUI_LOG_LEVEL", "info")
 
 
+#: Seconds of `graceful_timeout` kept for stopping the runs still active after the drain wait.
+DRAIN_MARGIN_S = 10
+
+
 def post_worker_init(worker: Any) -> None:
-    """Fail at boot if gevent did not patch what the stream design relies on."""
+    """Fail at boot if gevent did not patch what the stream design relies on; drain on SIGTERM.
+
+    gunicorn's own SIGTERM handler only stops the accept loop; without ours the master's SIGKILL cuts
+    live streams after `graceful_timeout` with no terminal event and no cleanup (stack-notes 2.7).
+    """
+    import signal
+
+    import gevent
+
     from agui_bridge.runtime import require_patched
 
     require_patched()
+
+    def on_term(sig: int, frame: Any) -> None:
+        worker.handle_exit(sig, frame)  # alive = False: gunicorn stops accepting
+        gevent.spawn(drain_worker, worker)  # no blocking work inside a signal handler
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def drain_worker(worker: Any) -> None:
+    service = getattr(worker.wsgi, "extensions", {}).get("agui_bridge")
+    if service is None:
+        return
+    stopped = service.drain(max(0.0, float(worker.cfg.graceful_timeout) - DRAIN_MARGIN_S))
+    if stopped:
+        worker.log.info("drain: stopped %d active run(s) with RUN_ERROR", stopped)
 
 
 def worker_abort(worker: Any) -> None:

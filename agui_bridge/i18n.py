@@ -684,6 +684,15 @@ CATALOG: Final[dict[str, dict[str, str]]] = {
         "de": "Die Ausführung wurde durch die Antwort auf die Unterbrechung abgebrochen.",
         "pt": "A execução foi cancelada pela resposta à interrupção.",
     },
+    "server_shutdown": {
+        "en": "The AG-UI server is shutting down; the execution was cancelled.",
+        "zh": "AG-UI 服务器正在关闭；执行已被取消。",
+        "ja": "AG-UI サーバーがシャットダウン中のため、実行はキャンセルされました。",
+        "es": "El servidor AG-UI se está apagando; la ejecución fue cancelada.",
+        "fr": "Le serveur AG-UI est en cours d'arrêt ; l'exécution a été annulée.",
+        "de": "Der AG-UI-Server wird heruntergefahren; die Ausführung wurde abgebrochen.",
+        "pt": "O servidor AG-UI está sendo encerrado; a execução foi cancelada.",
+    },
     "internal_error": {
         "en": "An internal error occurred.",
         "zh": "发生了内部错误。",

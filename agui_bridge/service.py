@@ -7,6 +7,7 @@ builds once per worker, after fork.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from agui_bridge.a2a.client import A2AClient
@@ -37,6 +38,7 @@ class BridgeService:
         self.draining = False
         self._active = 0
         self._active_lock = threading.Lock()
+        self._streams: dict[str, RunStream] = {}
         self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end)
 
     def health(self) -> dict[str, Any]:
@@ -55,6 +57,21 @@ class BridgeService:
     def _on_run_end(self, run_id: str, outcome: str) -> None:
         with self._active_lock:
             self._active -= 1
+            self._streams.pop(run_id, None)
+
+    def drain(self, wait_s: float) -> int:
+        """Graceful shutdown (stack-notes 2.7): refuse new runs, give active ones `wait_s` to end on
+        their own, then stop the rest with RUN_ERROR (their A2A tasks cancelled). Returns how many
+        runs had to be stopped."""
+        self.draining = True
+        deadline = time.monotonic() + wait_s
+        while self._active and time.monotonic() < deadline:
+            self.runtime.sleep(0.1)
+        with self._active_lock:
+            remaining = list(self._streams.values())
+        for stream in remaining:
+            stream.request_stop()
+        return len(remaining)
 
     def start_run(self, raw: dict[str, Any], language: str) -> RunStream:
         """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED)."""
@@ -72,9 +89,11 @@ class BridgeService:
             lease_ttl_ms=int(self.settings.lease_ttl_s * 1000),
             is_alive=owner_is_alive,
         )
+        stream = RunStream(self._deps, ticket, run, language)
         with self._active_lock:
             self._active += 1
-        return RunStream(self._deps, ticket, run, language)
+            self._streams[ticket.run_id] = stream
+        return stream
 
     def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> dict[str, str]:
         """The cancellation extension; A2A failures are a 503, never a 500 (D5)."""

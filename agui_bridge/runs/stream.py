@@ -56,6 +56,7 @@ from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_event, encode_events
 log = logging.getLogger(__name__)
 
 _END = object()
+_WAKE = object()  # put into the queue being waited on, so a stop request is seen at once
 _T = TypeVar("_T")
 
 
@@ -90,6 +91,10 @@ def _to_bridge_error(exc: A2AError) -> BridgeError:
     if isinstance(exc, A2ARpcError) and exc.session_backup_not_ready:
         return SessionBackupNotReady(raw_message=exc.message or None)
     return A2AUnavailable()
+
+
+class _StopRequested(Exception):
+    """Internal: the worker is shutting down (graceful drain, stack-notes 2.7)."""
 
 
 class _Terminal(Exception):
@@ -128,6 +133,8 @@ class RunStream:
         self._unaccepted: set[str] = set()
         self._awaiting: tuple[str, ...] = ()
         self._accepted = not ticket.is_resume
+        self._stop_requested = False
+        self._wait_queue: Any = None
         self.outcome = "disconnected"
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -202,8 +209,20 @@ class RunStream:
         """Something was written to the client: the heartbeat timer restarts."""
         self._next_heartbeat = time.monotonic() + self._settings.heartbeat_interval_s
 
+    def request_stop(self) -> None:
+        """Ask the run to end now with RUN_ERROR (worker shutdown); safe from any greenlet/thread."""
+        self._stop_requested = True
+        queue = self._wait_queue
+        if queue is not None:
+            try:
+                self._deps.runtime.queue_put(queue, _WAKE, 0)
+            except Exception:
+                log.debug("stop wake-up not queued", exc_info=True)
+
     def _tick(self) -> Iterator[bytes]:
         """Renew the lease (also while events flow) and send `: heartbeat` when they are due."""
+        if self._stop_requested:
+            raise _StopRequested()
         now = time.monotonic()
         if now >= self._next_renew:
             self._next_renew = now + self._settings.lease_renew_interval_s
@@ -227,12 +246,16 @@ class RunStream:
             runtime.queue_put(box, outcome, 1.0)
 
         runtime.spawn(call, name=f"call:{self._ticket.run_id}")
+        self._wait_queue = box
         while True:
             try:
-                ok, value = runtime.queue_get(box, self._wait_s())
+                item = runtime.queue_get(box, self._wait_s())
             except Empty:
+                item = _WAKE
+            if item is _WAKE:
                 yield from self._tick()
                 continue
+            ok, value = item
             if ok:
                 return value  # type: ignore[no-any-return]
             raise value
@@ -265,6 +288,8 @@ class RunStream:
                 yield from self._pump_upstream(upstream)
             except _Terminal as terminal:
                 yield encode_events(terminal.events)
+            except _StopRequested:
+                yield encode_events(self._shutdown())
             except BridgeError as error:
                 yield encode_events(self._end_with_error(error))
             except A2AError as exc:
@@ -289,6 +314,25 @@ class RunStream:
             self._release(retire=retire)
         return self._error_events(error)
 
+    def _shutdown(self) -> list[Event]:
+        """The worker is stopping: like a disconnect, but the client is told (RUN_ERROR CANCELLED).
+
+        The A2A task is cancelled synchronously, since the process may exit right after; a run whose
+        interrupt is still pending (a resume not yet accepted) keeps it.
+        """
+        self.outcome = "shutdown"
+        if not self._finished:
+            self._finished = True
+            ticket = self._ticket
+            retire = not ticket.pending
+            if retire and ticket.task_id:
+                try:
+                    self._deps.client.cancel_task(ticket.task_id)
+                except Exception:  # noqa: BLE001 - best effort, logged
+                    log.warning("CancelTask failed during shutdown", extra={"task_id": ticket.task_id})
+            self._release(retire=retire)
+        return self._error_events(Cancelled("server_shutdown"))
+
     def _new_run_upstream(self) -> Upstream:
         parts = user_message_parts(self._run.messages)
         message_id = _last_user_message_id(self._run.messages)
@@ -302,6 +346,7 @@ class RunStream:
         runtime = self._deps.runtime
         self._upstream = upstream
         queue = runtime.make_queue(settings.queue_maxsize)
+        self._wait_queue = queue
         self._pump = runtime.spawn(
             _pump,
             upstream,
@@ -322,7 +367,7 @@ class RunStream:
                 raise item.error
             if isinstance(item, SendOpened):
                 self._awaiting = item.interrupt_ids
-            elif item is not None:
+            elif item is not None and item is not _WAKE:
                 out: list[Event] = []
                 try:
                     if isinstance(item, UnaryAccepted):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,25 @@ def test_lease_of_a_dead_owner_is_reclaimed(settings: Settings, workspace: Path,
 def test_long_answer_keeps_every_delta(client: FlaskClient, workspace: Path, text: str) -> None:
     events = run(client, run_body(new_thread_id(), text, workspace), "success")
     assert sum(1 for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == 300
+
+
+def test_drain_refuses_new_runs_and_stops_active_ones(client: FlaskClient, workspace: Path) -> None:
+    """Graceful drain in-process (threads back-end): 503 + Retry-After for new runs; RUN_ERROR for active ones."""
+    service = client.application.extensions["agui_bridge"]
+    response = client.post("/", json=run_body(new_thread_id(), "slow [SLOW 30]", workspace), buffered=False)
+    chunks = iter(response.response)
+    raw = next(chunks)
+    while b"iac-code.session.v1" not in raw:
+        raw += next(chunks)
+    stopped: list[int] = []
+    drainer = threading.Thread(target=lambda: stopped.append(service.drain(0.2)))
+    drainer.start()
+    raw += b"".join(chunks)
+    drainer.join(10)
+    assert stopped == [1]
+    events = assert_valid_agui_stream(raw, expect_terminal="RUN_ERROR")
+    assert events[-1]["code"] == "CANCELLED"
+    refused = client.post("/", json=run_body(new_thread_id(), "hi", workspace))
+    assert refused.status_code == 503 and refused.headers["Retry-After"]
+    assert refused.get_json()["error"]["code"] == "SERVICE_UNAVAILABLE"
+    assert client.get("/health").status_code == 200

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
+import uuid
 
-from flask import Flask
+from flask import Flask, Response, g, request
 
 from agui_bridge.a2a.client import A2AClient
-from agui_bridge.logs import configure_logging
+from agui_bridge.logs import configure_logging, reset_log_context
 from agui_bridge.runtime import select_runtime
 from agui_bridge.service import BridgeService
 from agui_bridge.settings import Settings, settings_from_env
@@ -17,12 +19,26 @@ from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.web.http_errors import register_error_handlers
 
 DEFAULT_A2A_URL = "http://127.0.0.1:41242/"
+#: An incoming X-Request-Id is kept only if it cannot smuggle anything into a log line.
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def _bind_request_id() -> None:
+    incoming = request.headers.get("X-Request-Id", "")
+    request_id = incoming if _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+    g.agui_request_id = request_id
+    reset_log_context(request_id=request_id)
+
+
+def _echo_request_id(response: Response) -> Response:
+    response.headers["X-Request-Id"] = g.get("agui_request_id", "")
+    return response
 
 
 def create_app(settings: Settings | None = None) -> Flask:
     """Build one app per worker process (after fork): no I/O happens here beyond object creation."""
     settings = settings or settings_from_env(os.environ)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     app = Flask("agui_bridge")
     app.config["MAX_CONTENT_LENGTH"] = None  # the run view enforces its own limit while reading
     store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)
@@ -36,6 +52,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     service = BridgeService(settings, store, client, select_runtime(settings.runtime_backend))
     app.extensions[EXTENSION_KEY] = service
+    app.before_request(_bind_request_id)
+    app.after_request(_echo_request_id)
     app.register_blueprint(health_api.bp)
     app.register_blueprint(run_api.bp)
     app.register_blueprint(extension_api.bp)

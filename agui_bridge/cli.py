@@ -34,6 +34,7 @@ class ServeOptions:
     interrupt_ttl_s: float
     heartbeat_interval_s: float
     log_level: str
+    log_format: str
 
 
 def load_yaml_config(path: str | None) -> dict[str, Any]:
@@ -123,6 +124,13 @@ def _log_level(value: Any) -> str:
     return level
 
 
+def _log_format(value: Any) -> str:
+    log_format = _string(value).lower()
+    if log_format not in ("text", "json"):
+        raise ValueError(value)
+    return log_format
+
+
 def resolve_serve_options(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeOptions:
     yaml_config = load_yaml_config(args.config)
     env = "IAC_CODE_AGUI_"
@@ -194,12 +202,16 @@ def resolve_serve_options(args: argparse.Namespace, environ: Mapping[str, str]) 
         "log_level", args.log_level, environ, env + "LOG_LEVEL", yaml_config, "info", _log_level,
         "--log-level must be debug, info, warning or error.",
     )  # fmt: skip
+    log_format = _pick(
+        "log_format", args.log_format, environ, env + "LOG_FORMAT", yaml_config, "text", _log_format,
+        "--log-format must be json or text.",
+    )  # fmt: skip
     for token_name in ("auth_token", "a2a_token"):
         if token_name in yaml_config and not isinstance(yaml_config[token_name], str):
             raise ConfigError(f"{token_name} must be a string.")
     if a2a_url is not None:
         a2a_url = normalise_a2a_url(a2a_url)
-    return ServeOptions(host, port, workers, a2a_url, managed, state_dir, ttl, heartbeat, log_level)
+    return ServeOptions(host, port, workers, a2a_url, managed, state_dir, ttl, heartbeat, log_level, log_format)
 
 
 def worker_environment(
@@ -213,6 +225,7 @@ def worker_environment(
     env["IAC_CODE_AGUI_INTERRUPT_TTL"] = repr(options.interrupt_ttl_s)
     env["IAC_CODE_AGUI_HEARTBEAT_INTERVAL_S"] = repr(options.heartbeat_interval_s)
     env["IAC_CODE_AGUI_LOG_LEVEL"] = options.log_level
+    env["IAC_CODE_AGUI_LOG_FORMAT"] = options.log_format
     if options.state_dir is not None:
         env["IAC_CODE_AGUI_STATE_DIR"] = options.state_dir
     for token_name in ("auth_token", "a2a_token"):
@@ -293,7 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--state-dir")
     serve_parser.add_argument("--interrupt-ttl", help="seconds until an interrupt expires (default 540)")
     serve_parser.add_argument("--heartbeat-interval", help="seconds of silence before ': heartbeat' (default 15)")
-    serve_parser.add_argument("--log-level")
+    serve_parser.add_argument("--log-level", help="debug, info, warning or error (default info)")
+    serve_parser.add_argument("--log-format", help="text or json (default text)")
     serve_parser.add_argument("--config", help="YAML file with the same keys (snake_case or kebab-case)")
     serve_parser.set_defaults(handler=serve)
     demo_parser = commands.add_parser("demo-agent", help="run the scripted demo A2A agent")

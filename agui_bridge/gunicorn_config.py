@@ -24,6 +24,23 @@ control_socket_disable = True
 accesslog = None
 errorlog = "-"
 loglevel = ENV.get("IAC_CODE_AGUI_LOG_LEVEL", "info")
+log_format = ENV.get("IAC_CODE_AGUI_LOG_FORMAT", "text")
+#: With JSON logs gunicorn's own error log uses the same formatter (the class is stdlib-only).
+logconfig_dict = (
+    {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "agui_bridge.logs.JsonFormatter"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+        "root": {"handlers": ["stderr"], "level": "WARNING"},
+        "loggers": {
+            "gunicorn.error": {"handlers": ["stderr"], "level": loglevel.upper(), "propagate": False},
+            "gunicorn.access": {"handlers": ["stderr"], "level": loglevel.upper(), "propagate": False},
+        },
+    }
+    if log_format == "json"
+    else {}
+)
 
 
 #: Seconds of `graceful_timeout` kept for stopping the runs still active after the drain wait.
@@ -81,6 +98,7 @@ SETTINGS = {
     "accesslog": accesslog,
     "errorlog": errorlog,
     "loglevel": loglevel,
+    "logconfig_dict": logconfig_dict,
     "post_worker_init": post_worker_init,
     "worker_abort": worker_abort,
 }

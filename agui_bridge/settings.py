@@ -43,7 +43,9 @@ class Settings:
     runtime_backend: str = "auto"
     default_language: str = "en"
     log_level: str = "info"
+    log_format: str = "text"
     server_version: str = "0.1.0"
+    console_enabled: bool = False
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -103,5 +105,9 @@ def settings_from_env(environ: Mapping[str, str], base: Settings | None = None) 
         changes["runtime_backend"] = backend
     if level := environ.get(ENV_PREFIX + "LOG_LEVEL"):
         changes["log_level"] = level
+    if console := environ.get(ENV_PREFIX + "CONSOLE"):
+        changes["console_enabled"] = console.strip().lower() in ("1", "true", "yes", "on")
+    if log_format := environ.get(ENV_PREFIX + "LOG_FORMAT"):
+        changes["log_format"] = log_format
     changes["default_language"] = process_default_language(environ)
     return settings.replace(**changes) if changes else settings

@@ -37,6 +37,7 @@ from agui_bridge.errors import (
     StatePersistenceFailed,
 )
 from agui_bridge.i18n import translate
+from agui_bridge.logs import bind_log_context
 from agui_bridge.projection.interrupts import InputRequest, build_interrupt, collect_inputs
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.runs import resume_plan
@@ -276,6 +277,7 @@ class RunStream:
     def _events(self) -> Iterator[bytes]:
         self._started = True
         ticket = self._ticket
+        bind_log_context(thread_id=ticket.thread_id, run_id=ticket.run_id, execution_id=ticket.execution_id)
         try:
             yield encode_event(ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id))
             for task_id in ticket.orphaned_task_ids + ticket.expired_task_ids:

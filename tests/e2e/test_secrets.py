@@ -11,6 +11,7 @@ loggers, DEBUG) through pytest's ``caplog`` before any handler-level redaction c
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,3 +145,29 @@ def test_no_log_record_carries_a_secret_in_process(
             found = leaks(text.encode("utf-8", "backslashreplace"), s.credentials())
             assert not found, f"{found} in a {record.levelname} record of {record.name}: {text[:300]}"
     assert_state_clean(state_dir, s.never_stored())
+
+
+def test_json_logs_carry_the_run_ids_and_no_secret(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+    """`--log-format json`: one JSON object per line, ids from context on every run record, no secret."""
+    keys = Secrets()
+    options = {"log_format": "json", "log_level": "debug", "env": {"IAC_CODE_AGUI_AUTH_TOKEN": keys.bearer}}
+    with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, **options) as server:
+        thread_id = new_thread_id()
+        body = run_body(thread_id, "please write file", tmp_path, **keys.props())
+        body["messages"][0]["content"] = f"please write file {keys.message}"
+        interrupted = run(server, body, keys.bearer, "interrupt")
+        (interrupt,) = interrupted[-1]["outcome"]["interrupts"]
+        resume = run_body(thread_id, "", tmp_path, **keys.props())
+        resume["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "deny"}}]
+        run(server, resume, keys.bearer, "success")
+        log = server.log_path.read_bytes()
+    assert not leaks(log, keys.credentials())
+    records = [json.loads(line) for line in log.decode().splitlines() if line.startswith("{")]
+    assert records and all({"ts", "level", "logger", "message"} <= set(r) for r in records)
+    ended = [r for r in records if r["message"] == "run ended" and r.get("thread_id") == thread_id]
+    assert [r["outcome"] for r in ended] == ["interrupt", "success"]
+    for record in ended:
+        assert {"request_id", "run_id", "execution_id", "duration_ms"} <= set(record)
+    assert ended[0]["run_id"] == body["runId"] and ended[1]["run_id"] == resume["runId"]
+    assert ended[0]["execution_id"] == ended[1]["execution_id"]
+    assert any(r["logger"].startswith("gunicorn") for r in records)  # gunicorn's own log is JSON too

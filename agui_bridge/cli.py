@@ -1,9 +1,9 @@
-"""`agui-bridge` command line: serve (gunicorn + gevent) and demo-agent.
+"""`agui-bridge` command line: serve, demo-agent, config show, state prune.
 
-Precedence for every setting: flag > IAC_CODE_AGUI_* environment > YAML (`--config`) > default.
-Tokens come only from the environment or the YAML file and are never printed. Invalid values give
-one clear line on stderr and exit status 2. Module level imports stay stdlib-only (this process is
-the gunicorn master).
+Settings are declared once in `agui_bridge.config` (flag > IAC_CODE_AGUI_* environment > YAML >
+default). Tokens come only from the environment or the YAML file and are never printed. Invalid
+values give one clear line on stderr and exit status 2. Module level imports stay stdlib-only (this
+process is the gunicorn master).
 """
 
 from __future__ import annotations
@@ -11,228 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+from agui_bridge.config import ConfigError, add_arguments, describe, resolve, worker_environment
 
-
-class ConfigError(ValueError):
-    """One line for the user; the CLI exits with status 2."""
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    host: str
-    port: int
-    workers: int
-    a2a_url: str | None
-    managed_a2a: str
-    state_dir: str | None
-    interrupt_ttl_s: float
-    heartbeat_interval_s: float
-    log_level: str
-    log_format: str
-
-
-def load_yaml_config(path: str | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except (OSError, yaml.YAMLError):
-        raise ConfigError("Unable to load the AG-UI config file.") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError("AG-UI config file must contain a YAML mapping.")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
-
-
-def normalise_a2a_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or parts.hostname not in LOOPBACK_HOSTS:
-        raise ConfigError("The AG-UI adapter may connect only to a loopback A2A HTTP(S) URL.")
-    return url.rstrip("/") + "/"
-
-
-def _pick(
-    name: str,
-    flag: Any,
-    environ: Mapping[str, str],
-    env_name: str | None,
-    yaml_config: Mapping[str, Any],
-    default: Any,
-    convert: Callable[[Any], Any],
-    error: str,
-) -> Any:
-    for value in (flag, environ.get(env_name) if env_name else None, yaml_config.get(name)):
-        if value is not None:
-            try:
-                return convert(value)
-            except (TypeError, ValueError):
-                raise ConfigError(error) from None
-    return default
-
-
-def _port(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(value)
-    port = int(value)
-    if not 1 <= port <= 65535:
-        raise ValueError(port)
-    return port
-
-
-def _positive_int(value: Any) -> int:
-    if isinstance(value, bool) or int(value) < 1:
-        raise ValueError(value)
-    return int(value)
-
-
-def _non_negative(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(value)
-    number = float(value)
-    if not number >= 0 or number == float("inf"):
-        raise ValueError(value)
-    return number
-
-
-def _positive(value: Any) -> float:
-    number = _non_negative(value)
-    if number <= 0:
-        raise ValueError(value)
-    return number
-
-
-def _string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(value)
-    return value
-
-
-def _log_level(value: Any) -> str:
-    level = _string(value).lower()
-    if level not in ("debug", "info", "warning", "error"):
-        raise ValueError(value)
-    return level
-
-
-def _log_format(value: Any) -> str:
-    log_format = _string(value).lower()
-    if log_format not in ("text", "json"):
-        raise ValueError(value)
-    return log_format
-
-
-def resolve_serve_options(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeOptions:
-    yaml_config = load_yaml_config(args.config)
-    env = "IAC_CODE_AGUI_"
-    host = _pick(
-        "host",
-        args.host,
-        environ,
-        env + "HOST",
-        yaml_config,
-        "127.0.0.1",
-        _string,
-        "--host must be a string.",
-    )
-    port = _pick(
-        "port",
-        args.port,
-        environ,
-        env + "PORT",
-        yaml_config,
-        8000,
-        _port,
-        "--port must be between 1 and 65535.",
-    )
-    workers = _pick(
-        "workers",
-        args.workers,
-        environ,
-        env + "WORKERS",
-        yaml_config,
-        2,
-        _positive_int,
-        "--workers must be >= 1.",
-    )
-    a2a_url = _pick(
-        "a2a_url",
-        args.a2a_url,
-        environ,
-        env + "A2A_URL",
-        yaml_config,
-        None,
-        _string,
-        "--a2a-url must be a string.",
-    )
-    managed = _pick(
-        "managed_a2a", args.managed_a2a, environ, env + "MANAGED_A2A", yaml_config, "demo", _string,
-        "--managed-a2a must be demo or iac-code.",
-    )  # fmt: skip
-    if managed not in ("demo", "iac-code"):
-        raise ConfigError("--managed-a2a must be demo or iac-code.")
-    state_dir = _pick(
-        "state_dir",
-        args.state_dir,
-        environ,
-        env + "STATE_DIR",
-        yaml_config,
-        None,
-        _string,
-        "--state-dir must be a string.",
-    )
-    ttl = _pick(
-        "interrupt_ttl", args.interrupt_ttl, environ, env + "INTERRUPT_TTL", yaml_config, 540.0, _positive,
-        "--interrupt-ttl must be a positive number of seconds.",
-    )  # fmt: skip
-    heartbeat = _pick(
-        "heartbeat_interval", args.heartbeat_interval, environ, env + "HEARTBEAT_INTERVAL_S", yaml_config, 15.0,
-        _positive, "--heartbeat-interval must be a positive number of seconds.",
-    )  # fmt: skip
-    log_level = _pick(
-        "log_level", args.log_level, environ, env + "LOG_LEVEL", yaml_config, "info", _log_level,
-        "--log-level must be debug, info, warning or error.",
-    )  # fmt: skip
-    log_format = _pick(
-        "log_format", args.log_format, environ, env + "LOG_FORMAT", yaml_config, "text", _log_format,
-        "--log-format must be json or text.",
-    )  # fmt: skip
-    for token_name in ("auth_token", "a2a_token"):
-        if token_name in yaml_config and not isinstance(yaml_config[token_name], str):
-            raise ConfigError(f"{token_name} must be a string.")
-    if a2a_url is not None:
-        a2a_url = normalise_a2a_url(a2a_url)
-    return ServeOptions(host, port, workers, a2a_url, managed, state_dir, ttl, heartbeat, log_level, log_format)
-
-
-def worker_environment(
-    options: ServeOptions, environ: Mapping[str, str], yaml_config: Mapping[str, Any]
-) -> dict[str, str]:
-    """The IAC_CODE_AGUI_* variables gunicorn workers read in `create_app` (settings_from_env)."""
-    env = dict(environ)
-    env["IAC_CODE_AGUI_HOST"] = options.host
-    env["IAC_CODE_AGUI_PORT"] = str(options.port)
-    env["IAC_CODE_AGUI_WORKERS"] = str(options.workers)
-    env["IAC_CODE_AGUI_INTERRUPT_TTL"] = repr(options.interrupt_ttl_s)
-    env["IAC_CODE_AGUI_HEARTBEAT_INTERVAL_S"] = repr(options.heartbeat_interval_s)
-    env["IAC_CODE_AGUI_LOG_LEVEL"] = options.log_level
-    env["IAC_CODE_AGUI_LOG_FORMAT"] = options.log_format
-    if options.state_dir is not None:
-        env["IAC_CODE_AGUI_STATE_DIR"] = options.state_dir
-    for token_name in ("auth_token", "a2a_token"):
-        env_name = "IAC_CODE_AGUI_" + token_name.upper()
-        if env_name not in env and isinstance(yaml_config.get(token_name), str):
-            env[env_name] = yaml_config[token_name]
-    return env
+__all__ = ["ConfigError", "build_parser", "main"]
 
 
 def run_gunicorn(app_uri: str | None = None) -> None:
@@ -257,12 +41,11 @@ def run_gunicorn(app_uri: str | None = None) -> None:
 def serve(args: argparse.Namespace) -> int:
     from agui_bridge.managed import ManagedUpstream, ManagedUpstreamError
 
-    options = resolve_serve_options(args, os.environ)
-    yaml_config = load_yaml_config(args.config)
-    env = worker_environment(options, os.environ, yaml_config)
+    resolved = resolve(args, os.environ)
+    env = worker_environment(resolved, os.environ)
     managed: ManagedUpstream | None = None
-    if options.a2a_url is None:
-        managed = ManagedUpstream(options.managed_a2a, env)
+    if resolved["a2a_url"] is None:
+        managed = ManagedUpstream(resolved["managed_a2a"], env)
         try:
             managed.start()
         except ManagedUpstreamError as exc:
@@ -270,8 +53,6 @@ def serve(args: argparse.Namespace) -> int:
             return 1
         env["IAC_CODE_AGUI_A2A_URL"] = managed.url
         env["IAC_CODE_AGUI_A2A_TOKEN"] = managed.token
-    else:
-        env["IAC_CODE_AGUI_A2A_URL"] = options.a2a_url
     os.environ.clear()
     os.environ.update(env)
     import importlib
@@ -294,22 +75,56 @@ def demo_agent(args: argparse.Namespace) -> int:
     return 0
 
 
+def config_show(args: argparse.Namespace) -> int:
+    """The effective configuration, where each value came from; secrets are masked."""
+    rows = describe(resolve(args, os.environ))
+    if args.json:
+        import json
+
+        print(json.dumps(rows, indent=2))
+        return 0
+    widths = [max(len(row[key]) for row in rows) for key in ("name", "value")]
+    for row in rows:
+        env = f"  [{row['env']}]" if row["env"] else ""
+        print(f"{row['name']:<{widths[0]}}  {row['value']:<{widths[1]}}  {row['source']}{env}")
+    return 0
+
+
+def state_prune(args: argparse.Namespace) -> int:
+    """Remove thread files idle past retention with nothing pending and no live run (D8)."""
+    from agui_bridge.settings import settings_from_env
+    from agui_bridge.state.retention import prune
+    from agui_bridge.state.store import ThreadStore
+
+    resolved = resolve(args, os.environ)
+    settings = settings_from_env(worker_environment(resolved, os.environ))
+    store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)
+    report = prune(store, retention_days=resolved["state_retention_days"], dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"agui-bridge: {verb} {len(report.removed)} of {report.examined} thread file(s) in {settings.state_dir}")
+    for problem in report.problems:
+        print(f"agui-bridge: skipped {problem}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agui-bridge", description="AG-UI server for A2A 1.0 agent kernels")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_parser = commands.add_parser("serve", help="run the bridge under gunicorn with gevent workers")
-    serve_parser.add_argument("--host")
-    serve_parser.add_argument("--port")
-    serve_parser.add_argument("--workers")
-    serve_parser.add_argument("--a2a-url", help="external loopback A2A kernel; default: a managed child")
-    serve_parser.add_argument("--managed-a2a", choices=("demo", "iac-code"), help="managed upstream (default demo)")
-    serve_parser.add_argument("--state-dir")
-    serve_parser.add_argument("--interrupt-ttl", help="seconds until an interrupt expires (default 540)")
-    serve_parser.add_argument("--heartbeat-interval", help="seconds of silence before ': heartbeat' (default 15)")
-    serve_parser.add_argument("--log-level", help="debug, info, warning or error (default info)")
-    serve_parser.add_argument("--log-format", help="text or json (default text)")
-    serve_parser.add_argument("--config", help="YAML file with the same keys (snake_case or kebab-case)")
+    add_arguments(serve_parser)
     serve_parser.set_defaults(handler=serve)
+    config_parser = commands.add_parser("config", help="inspect the configuration")
+    config_commands = config_parser.add_subparsers(dest="config_command", required=True)
+    show_parser = config_commands.add_parser("show", help="effective configuration with sources, secrets masked")
+    add_arguments(show_parser)
+    show_parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    show_parser.set_defaults(handler=config_show)
+    state_parser = commands.add_parser("state", help="maintain the state directory")
+    state_commands = state_parser.add_subparsers(dest="state_command", required=True)
+    prune_parser = state_commands.add_parser("prune", help="remove idle thread files past retention (D8)")
+    add_arguments(prune_parser)
+    prune_parser.add_argument("--dry-run", action="store_true", help="only report what would be removed")
+    prune_parser.set_defaults(handler=state_prune)
     demo_parser = commands.add_parser("demo-agent", help="run the scripted demo A2A agent")
     demo_parser.add_argument("--host", default="127.0.0.1")
     demo_parser.add_argument("--port", type=int, default=41242)

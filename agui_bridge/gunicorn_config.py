@@ -66,6 +66,10 @@ def post_worker_init(worker: Any) -> None:
         gevent.spawn(drain_worker, worker)  # no blocking work inside a signal handler
 
     signal.signal(signal.SIGTERM, on_term)
+    service = getattr(worker.wsgi, "extensions", {}).get("agui_bridge")
+    if service is not None:
+        # Idle shutdown stops the whole server: ask the master, which drains every worker.
+        service.start_maintenance(lambda: os.kill(worker.ppid, signal.SIGTERM))
 
 
 def drain_worker(worker: Any) -> None:

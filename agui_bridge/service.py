@@ -6,8 +6,11 @@ builds once per worker, after fork.
 
 from __future__ import annotations
 
+import logging
+import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agui_bridge.a2a.client import A2AClient
@@ -21,11 +24,16 @@ from agui_bridge.runs.workspace import resolve_cwd
 from agui_bridge.runtime import Runtime
 from agui_bridge.settings import Settings
 from agui_bridge.state.owner import current_owner, owner_is_alive
+from agui_bridge.state.retention import busy_since, prune
 from agui_bridge.state.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.wire.events import now_ms
 
 PROTOCOL_PACKAGE_VERSION = "1.0.0"
+#: The retention sweep (D8) runs about hourly in every worker; the lock makes that harmless.
+SWEEP_INTERVAL_S = 3600.0
+
+log = logging.getLogger(__name__)
 
 
 class BridgeService:
@@ -39,6 +47,7 @@ class BridgeService:
         self._active = 0
         self._active_lock = threading.Lock()
         self._streams: dict[str, RunStream] = {}
+        self.last_activity = time.monotonic()
         self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end)
 
     def health(self) -> dict[str, Any]:
@@ -58,6 +67,36 @@ class BridgeService:
         with self._active_lock:
             self._active -= 1
             self._streams.pop(run_id, None)
+        self.last_activity = time.monotonic()
+
+    def start_maintenance(self, request_exit: Callable[[], None]) -> None:
+        """The hourly retention sweep and, if configured, the idle-shutdown monitor (9.3)."""
+        self.runtime.spawn(self._maintain, request_exit, name="maintenance")
+
+    def is_idle(self) -> bool:
+        """Idle for `idle_shutdown_s` here and in every thread file (runs of other workers count)."""
+        idle_s = self.settings.idle_shutdown_s
+        if idle_s <= 0 or self._active or time.monotonic() - self.last_activity < idle_s:
+            return False
+        now = now_ms()
+        latest = busy_since(self.store, now)
+        return latest is not None and now - latest >= idle_s * 1000
+
+    def _maintain(self, request_exit: Callable[[], None]) -> None:
+        idle_s = self.settings.idle_shutdown_s
+        tick_s = min(5.0, max(0.1, idle_s / 4)) if idle_s > 0 else 60.0
+        next_sweep = time.monotonic() + random.uniform(60.0, SWEEP_INTERVAL_S)
+        while True:
+            self.runtime.sleep(tick_s)
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + SWEEP_INTERVAL_S
+                report = prune(self.store, retention_days=self.settings.state_retention_days)
+                if report.removed or report.problems:
+                    log.info("retention sweep removed %d thread file(s)", len(report.removed))
+            if self.is_idle():
+                log.info("idle for %.1f s: requesting a graceful exit", idle_s)
+                request_exit()
+                return
 
     def drain(self, wait_s: float) -> int:
         """Graceful shutdown (stack-notes 2.7): refuse new runs, give active ones `wait_s` to end on
@@ -90,6 +129,7 @@ class BridgeService:
             is_alive=owner_is_alive,
         )
         stream = RunStream(self._deps, ticket, run, language)
+        self.last_activity = time.monotonic()
         with self._active_lock:
             self._active += 1
             self._streams[ticket.run_id] = stream

@@ -38,6 +38,9 @@ class Settings:
     max_request_bytes: int = 12 * MIB
     max_cancel_bytes: int = 64 * 1024
     max_active_runs_per_worker: int = 800
+    idle_shutdown_s: float = 0.0
+    state_retention_days: float = 30.0
+    metrics_enabled: bool = True
     queue_maxsize: int = 256
     client_stall_timeout_s: float = 60.0
     runtime_backend: str = "auto"
@@ -109,5 +112,13 @@ def settings_from_env(environ: Mapping[str, str], base: Settings | None = None) 
         changes["console_enabled"] = console.strip().lower() in ("1", "true", "yes", "on")
     if log_format := environ.get(ENV_PREFIX + "LOG_FORMAT"):
         changes["log_format"] = log_format
+    if idle := environ.get(ENV_PREFIX + "IDLE_SHUTDOWN"):
+        changes["idle_shutdown_s"] = float(idle)
+    if retention := environ.get(ENV_PREFIX + "STATE_RETENTION_DAYS"):
+        changes["state_retention_days"] = float(retention)
+    if max_runs := environ.get(ENV_PREFIX + "MAX_ACTIVE_RUNS"):
+        changes["max_active_runs_per_worker"] = int(max_runs)
+    if metrics := environ.get(ENV_PREFIX + "METRICS"):
+        changes["metrics_enabled"] = metrics.strip().lower() in ("1", "true", "yes", "on")
     changes["default_language"] = process_default_language(environ)
     return settings.replace(**changes) if changes else settings

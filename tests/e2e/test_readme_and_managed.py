@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bridge_harness import REPO_ROOT, BridgeServer, custom
+from tests.bridge_harness import REPO_ROOT, BridgeServer, custom, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e
 
@@ -31,6 +31,33 @@ def test_readme_example_streams_success_through_the_managed_demo_agent(tmp_path:
         assert custom(events, "iac-code.artifact.v1")
     finally:
         server.stop(group=False)  # SIGTERM to the master only: it must stop its child itself
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists() or b"Z" in Path(f"/proc/{child}/stat").read_bytes().split(b")")[1][:3]
+
+
+def test_idle_shutdown_exits_gracefully_and_stops_the_managed_child(tmp_path: Path) -> None:
+    """9.3: `--idle-shutdown N` exits on its own once nothing ran for N s and nothing is pending."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    server = BridgeServer(None, None, tmp_path / "state", tmp_path, idle_shutdown=2, workers=2).start()
+    try:
+        child = server.managed_child_pid()
+        assert child is not None
+        parked = run_body(new_thread_id(), "please write file", workspace)
+        server.run(parked, expect="interrupt")
+        time.sleep(4)
+        assert server.process is not None and server.process.poll() is None  # a pending interrupt keeps it up
+        body = run_body(parked["threadId"], "", workspace)
+        interrupt_id = json.loads(Path(server.state_dir, "threads", f"{parked['threadId']}.json").read_text())
+        (pending_id,) = interrupt_id["execution"]["pending"]
+        body["resume"] = [{"interruptId": pending_id, "status": "resolved", "payload": {"decision": "deny"}}]
+        server.run(body, expect="success")
+        assert server.process.wait(20) == 0
+        server.process = None
+    finally:
+        server.stop(group=True)
     deadline = time.monotonic() + 10
     while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -1,0 +1,286 @@
+"""The serve configuration as one table: flag > IAC_CODE_AGUI_* environment > YAML > default.
+
+Like gunicorn's `config.py`, every setting is declared once (name, flag, environment variable, default,
+validation, help) and everything else is derived from the table: the argparse flags, the resolution with
+the source of each value (`agui-bridge config show`), and the environment handed to gunicorn workers,
+whose `create_app` reads it back with `settings_from_env`. Tokens are environment/YAML only and never
+printed. stdlib only at import (this runs in the gunicorn master before fork).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+ENV_PREFIX = "IAC_CODE_AGUI_"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+MASK = "********"
+
+
+class ConfigError(ValueError):
+    """One line for the user; the CLI exits with status 2."""
+
+
+# --------------------------------------------------------------------------------------------- converters
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _port(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(value)
+    port = int(value)
+    if not 1 <= port <= 65535:
+        raise ValueError(port)
+    return port
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(value)
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+def _non_negative(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(value)
+    number = float(value)
+    if not number >= 0 or number == float("inf"):
+        raise ValueError(value)
+    return number
+
+
+def _positive(value: Any) -> float:
+    number = _non_negative(value)
+    if number <= 0:
+        raise ValueError(value)
+    return number
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def convert(value: Any) -> str:
+        text = _string(value).lower()
+        if text not in allowed:
+            raise ValueError(value)
+        return text
+
+    return convert
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = _string(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(value)
+
+
+def normalise_a2a_url(value: Any) -> str:
+    url = _string(value)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or parts.hostname not in LOOPBACK_HOSTS:
+        raise ConfigError("The AG-UI adapter may connect only to a loopback A2A HTTP(S) URL.")
+    return url.rstrip("/") + "/"
+
+
+def _paths(value: Any) -> str:
+    """allowed_cwds: a list in YAML, an os.pathsep-separated string elsewhere; kept as the string."""
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return os.pathsep.join(value)
+    return _string(value)
+
+
+# --------------------------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # snake_case; also the YAML key (kebab-case accepted)
+    env: str | None  # suffix after IAC_CODE_AGUI_
+    default: Any
+    convert: Callable[[Any], Any]
+    error: str
+    help: str
+    flag: bool = True  # False: environment/YAML only (tokens)
+    secret: bool = False
+
+    @property
+    def env_name(self) -> str | None:
+        return ENV_PREFIX + self.env if self.env else None
+
+    @property
+    def flag_name(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("host", "HOST", "127.0.0.1", _string, "--host must be a string.", "address to bind"),
+    Option("port", "PORT", 8000, _port, "--port must be between 1 and 65535.", "port to bind"),
+    Option("workers", "WORKERS", 2, _positive_int, "--workers must be >= 1.", "gunicorn gevent worker processes"),
+    Option(
+        "a2a_url", "A2A_URL", None, normalise_a2a_url, "--a2a-url must be a string.",
+        "external loopback A2A kernel (default: a managed child)",
+    ),
+    Option(
+        "managed_a2a", "MANAGED_A2A", "demo", _choice("demo", "iac-code"), "--managed-a2a must be demo or iac-code.",
+        "managed upstream when no --a2a-url: demo or iac-code",
+    ),
+    Option(
+        "state_dir", "STATE_DIR", None, _string, "--state-dir must be a string.",
+        "state directory (default <IAC_CODE_CONFIG_DIR or ~/.iac-code>/agui)",
+    ),
+    Option(
+        "interrupt_ttl", "INTERRUPT_TTL", 540.0, _positive, "--interrupt-ttl must be a positive number of seconds.",
+        "seconds until an announced interrupt expires",
+    ),
+    Option(
+        "heartbeat_interval", "HEARTBEAT_INTERVAL_S", 15.0, _positive,
+        "--heartbeat-interval must be a positive number of seconds.", "seconds of silence before ': heartbeat'",
+    ),
+    Option(
+        "idle_shutdown", "IDLE_SHUTDOWN", 0.0, _non_negative, "--idle-shutdown must be a non-negative number.",
+        "exit after this many idle seconds (0: never)",
+    ),
+    Option(
+        "state_retention_days", "STATE_RETENTION_DAYS", 30.0, _positive,
+        "--state-retention-days must be a positive number.", "prune idle thread files after this many days",
+    ),
+    Option(
+        "max_active_runs", "MAX_ACTIVE_RUNS", 800, _positive_int, "--max-active-runs must be >= 1.",
+        "active streams per worker before new runs get 503",
+    ),
+    Option(
+        "graceful_timeout", "GRACEFUL_TIMEOUT", 30, _positive_int, "--graceful-timeout must be >= 1.",
+        "seconds a stopping worker has; active runs get all but the last 10",
+    ),
+    Option(
+        "metrics", "METRICS", True, _boolean, "--metrics must be true or false.", "serve Prometheus /metrics",
+    ),
+    Option(
+        "log_level", "LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"),
+        "--log-level must be debug, info, warning or error.", "debug, info, warning or error",
+    ),
+    Option(
+        "log_format", "LOG_FORMAT", "text", _choice("text", "json"), "--log-format must be json or text.",
+        "text or json",
+    ),
+    Option(
+        "allowed_cwds", "ALLOWED_CWDS", None, _paths, "allowed_cwds must be a path list.",
+        "workspace roots a run may use", flag=False,
+    ),
+    Option("auth_token", "AUTH_TOKEN", None, _string, "auth_token must be a string.", "bearer token clients send",
+           flag=False, secret=True),
+    Option("a2a_token", "A2A_TOKEN", None, _string, "a2a_token must be a string.", "bearer token for --a2a-url",
+           flag=False, secret=True),
+)  # fmt: skip
+BY_NAME = {option.name: option for option in OPTIONS}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of every option that has one, plus --config."""
+    for option in OPTIONS:
+        if option.flag:
+            parser.add_argument(option.flag_name, dest=option.name, help=option.help)
+    parser.add_argument("--config", help="YAML file with the same keys (snake_case or kebab-case)")
+
+
+def load_yaml_config(path: str | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError):
+        raise ConfigError("Unable to load the AG-UI config file.") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("AG-UI config file must contain a YAML mapping.")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    values: dict[str, Any]
+    sources: dict[str, str]  # "flag", "env IAC_CODE_AGUI_X", "yaml <path>", "default"
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+
+def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Resolved:
+    """Every option's value and where it came from; the first invalid value raises ConfigError."""
+    config_path: str | None = getattr(args, "config", None)
+    yaml_config = load_yaml_config(config_path)
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for option in OPTIONS:
+        candidates: list[tuple[Any, str]] = []
+        if option.flag:
+            candidates.append((getattr(args, option.name, None), "flag"))
+        if option.env_name:
+            candidates.append((environ.get(option.env_name), "env " + option.env_name))
+        candidates.append((yaml_config.get(option.name), f"yaml {config_path}"))
+        values[option.name], sources[option.name] = option.default, "default"
+        for raw, source in candidates:
+            if raw is None:
+                continue
+            try:
+                values[option.name] = option.convert(raw)
+            except ConfigError:
+                raise
+            except (TypeError, ValueError):
+                raise ConfigError(option.error) from None
+            sources[option.name] = source
+            break
+    return Resolved(values, sources)
+
+
+def worker_environment(resolved: Resolved, environ: Mapping[str, str]) -> dict[str, str]:
+    """The IAC_CODE_AGUI_* variables gunicorn and its workers read (settings_from_env, gunicorn_config)."""
+    env = dict(environ)
+    for option in OPTIONS:
+        value = resolved[option.name]
+        if option.env_name is None or value is None:
+            continue
+        if isinstance(value, bool):
+            env[option.env_name] = "true" if value else "false"
+        elif isinstance(value, float):
+            env[option.env_name] = repr(value)
+        else:
+            env[option.env_name] = str(value)
+    return env
+
+
+def describe(resolved: Resolved) -> list[dict[str, str]]:
+    """Rows for `config show`: name, value (secrets masked), source, env variable."""
+    rows = []
+    for option in OPTIONS:
+        value = resolved[option.name]
+        if option.secret:
+            shown = MASK if value else "(not set)"
+        elif value is None:
+            shown = "(not set)"
+        elif isinstance(value, bool):
+            shown = "true" if value else "false"
+        else:
+            shown = str(value)
+        rows.append({"name": option.name, "value": shown, "source": resolved.sources[option.name],
+                     "env": option.env_name or ""})  # fmt: skip
+    return rows

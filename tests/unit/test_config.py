@@ -1,0 +1,127 @@
+"""Configuration: precedence flag > IAC_CODE_AGUI_* > YAML > default, validation, and `config show`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agui_bridge.cli import main
+from agui_bridge.config import MASK, OPTIONS, ConfigError, add_arguments, resolve, worker_environment
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def yaml_file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "agui.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "yaml", "name", "value", "source"),
+    [
+        ([], {}, "", "port", 8000, "default"),
+        ([], {}, "port: 9001\n", "port", 9001, "yaml"),
+        ([], {"IAC_CODE_AGUI_PORT": "9002"}, "port: 9001\n", "port", 9002, "env IAC_CODE_AGUI_PORT"),
+        (["--port", "9003"], {"IAC_CODE_AGUI_PORT": "9002"}, "port: 9001\n", "port", 9003, "flag"),
+        ([], {}, "interrupt-ttl: 60\n", "interrupt_ttl", 60.0, "yaml"),
+        (["--interrupt-ttl", "1.5"], {}, "", "interrupt_ttl", 1.5, "flag"),
+        ([], {"IAC_CODE_AGUI_LOG_FORMAT": "JSON"}, "", "log_format", "json", "env IAC_CODE_AGUI_LOG_FORMAT"),
+        ([], {}, "metrics: false\n", "metrics", False, "yaml"),
+        ([], {"IAC_CODE_AGUI_METRICS": "off"}, "metrics: true\n", "metrics", False, "env IAC_CODE_AGUI_METRICS"),
+        (["--a2a-url", "http://localhost:41242"], {}, "", "a2a_url", "http://localhost:41242/", "flag"),
+        ([], {}, "allowed_cwds: [/a, /b]\n", "allowed_cwds", "/a:/b", "yaml"),
+        ([], {"IAC_CODE_AGUI_AUTH_TOKEN": "t-env"}, "auth_token: t-yaml\n", "auth_token", "t-env", "env"),
+        ([], {}, "a2a_token: t-yaml\n", "a2a_token", "t-yaml", "yaml"),
+        ([], {}, "", "idle_shutdown", 0.0, "default"),
+        (["--workers", "4"], {}, "", "workers", 4, "flag"),
+    ],
+)
+def test_precedence(
+    tmp_path: Path, argv: list[str], env: dict[str, str], yaml: str, name: str, value: Any, source: str
+) -> None:
+    if yaml:
+        argv = [*argv, "--config", yaml_file(tmp_path, yaml)]
+    resolved = resolve(parse(argv), env)
+    assert resolved[name] == value
+    assert resolved.sources[name].startswith(source)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "yaml", "message"),
+    [
+        (["--port", "0"], {}, "", "--port must be between 1 and 65535."),
+        (["--port", "http"], {}, "", "--port must be between 1 and 65535."),
+        ([], {"IAC_CODE_AGUI_PORT": "70000"}, "", "--port must be between 1 and 65535."),
+        ([], {}, "port: true\n", "--port must be between 1 and 65535."),
+        (["--workers", "0"], {}, "", "--workers must be >= 1."),
+        ([], {}, "workers: 1.5\n", "--workers must be >= 1."),
+        (["--interrupt-ttl", "-1"], {}, "", "--interrupt-ttl must be a positive number of seconds."),
+        (["--interrupt-ttl", "nan"], {}, "", "--interrupt-ttl must be a positive number of seconds."),
+        (["--idle-shutdown", "-0.5"], {}, "", "--idle-shutdown must be a non-negative number."),
+        (["--a2a-url", "http://10.0.0.5:41242/"], {}, "", "The AG-UI adapter may connect only to a loopback A2A"),
+        (["--a2a-url", "ftp://127.0.0.1/"], {}, "", "The AG-UI adapter may connect only to a loopback A2A"),
+        (["--managed-a2a", "other"], {}, "", "--managed-a2a must be demo or iac-code."),
+        (["--log-level", "loud"], {}, "", "--log-level must be debug, info, warning or error."),
+        (["--log-format", "xml"], {}, "", "--log-format must be json or text."),
+        ([], {}, "state_dir: 7\n", "--state-dir must be a string."),
+        ([], {}, "auth_token: 123\n", "auth_token must be a string."),
+        ([], {}, "metrics: maybe\n", "--metrics must be true or false."),
+        ([], {}, "- a list\n", "AG-UI config file must contain a YAML mapping."),
+        ([], {}, "port: [unclosed\n", "Unable to load the AG-UI config file."),
+    ],
+)
+def test_invalid_values_give_one_clear_line(
+    tmp_path: Path, argv: list[str], env: dict[str, str], yaml: str, message: str
+) -> None:
+    if yaml:
+        argv = [*argv, "--config", yaml_file(tmp_path, yaml)]
+    with pytest.raises(ConfigError) as error:
+        resolve(parse(argv), env)
+    assert str(error.value).startswith(message)
+
+
+def test_missing_config_file() -> None:
+    with pytest.raises(ConfigError, match=r"Unable to load the AG-UI config file\."):
+        resolve(parse(["--config", "/nonexistent/agui.yaml"]), {})
+
+
+def test_cli_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "show", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err == "agui-bridge: --port must be between 1 and 65535.\n"
+
+
+def test_worker_environment_carries_every_resolved_value(tmp_path: Path) -> None:
+    args = parse(["--port", "9100", "--config", yaml_file(tmp_path, "metrics: false\nauth_token: s3cret\n")])
+    env = worker_environment(resolve(args, {}), {"UNRELATED": "1"})
+    assert env["IAC_CODE_AGUI_PORT"] == "9100" and env["IAC_CODE_AGUI_METRICS"] == "false"
+    assert env["IAC_CODE_AGUI_AUTH_TOKEN"] == "s3cret" and env["UNRELATED"] == "1"
+    assert "IAC_CODE_AGUI_A2A_URL" not in env  # unset: the managed child is used
+    from agui_bridge.settings import settings_from_env
+
+    settings = settings_from_env(env)
+    assert (settings.auth_token, settings.metrics_enabled, settings.idle_shutdown_s) == ("s3cret", False, 0.0)
+
+
+def test_config_show_masks_every_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any) -> None:
+    monkeypatch.setenv("IAC_CODE_AGUI_AUTH_TOKEN", "bearer-secret-1")
+    config = yaml_file(tmp_path, "a2a_token: a2a-secret-2\nport: 9005\n")
+    assert main(["config", "show", "--config", config, "--log-level", "debug"]) == 0
+    text = capsys.readouterr().out
+    assert main(["config", "show", "--config", config, "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    for shown in (text, json.dumps(rows)):
+        assert "bearer-secret-1" not in shown and "a2a-secret-2" not in shown
+    assert rows["auth_token"]["value"] == MASK and rows["auth_token"]["source"] == "env IAC_CODE_AGUI_AUTH_TOKEN"
+    assert rows["a2a_token"]["value"] == MASK and rows["a2a_token"]["source"].startswith("yaml ")
+    assert rows["port"]["value"] == "9005" and "log_level" in text and "debug" in text
+    assert set(rows) == {option.name for option in OPTIONS}

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from typing import TYPE_CHECKING
 
 from flask import Flask, Response, g, request
 
 from agui_bridge.a2a.client import A2AClient
 from agui_bridge.logs import configure_logging, reset_log_context
+from agui_bridge.runs.observer import NULL_OBSERVER, NullObserver
 from agui_bridge.runtime import select_runtime
 from agui_bridge.service import BridgeService
 from agui_bridge.settings import Settings, settings_from_env
@@ -17,6 +19,9 @@ from agui_bridge.state.store import ThreadStore
 from agui_bridge.web import extension_api, health_api, run_api
 from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.web.http_errors import register_error_handlers
+
+if TYPE_CHECKING:
+    from agui_bridge.metrics import PrometheusObserver
 
 DEFAULT_A2A_URL = "http://127.0.0.1:41242/"
 #: An incoming X-Request-Id is kept only if it cannot smuggle anything into a log line.
@@ -35,13 +40,22 @@ def _echo_request_id(response: Response) -> Response:
     return response
 
 
+def _observer(settings: Settings) -> NullObserver | PrometheusObserver:
+    if not settings.metrics_enabled:
+        return NULL_OBSERVER
+    from agui_bridge.metrics import PrometheusObserver
+
+    return PrometheusObserver()
+
+
 def create_app(settings: Settings | None = None) -> Flask:
     """Build one app per worker process (after fork): no I/O happens here beyond object creation."""
     settings = settings or settings_from_env(os.environ)
     configure_logging(settings.log_level, settings.log_format)
     app = Flask("agui_bridge")
     app.config["MAX_CONTENT_LENGTH"] = None  # the run view enforces its own limit while reading
-    store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)
+    observer = _observer(settings)
+    store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s, observer=observer)
     client = A2AClient(
         settings.a2a_url or DEFAULT_A2A_URL,
         settings.a2a_token,
@@ -50,12 +64,16 @@ def create_app(settings: Settings | None = None) -> Flask:
         call_timeout_s=settings.upstream_call_timeout_s,
         pool_maxsize=settings.max_active_runs_per_worker + 64,
     )
-    service = BridgeService(settings, store, client, select_runtime(settings.runtime_backend))
+    service = BridgeService(settings, store, client, select_runtime(settings.runtime_backend), observer)
     app.extensions[EXTENSION_KEY] = service
     app.before_request(_bind_request_id)
     app.after_request(_echo_request_id)
     app.register_blueprint(health_api.bp)
     app.register_blueprint(run_api.bp)
     app.register_blueprint(extension_api.bp)
+    if settings.metrics_enabled:
+        from agui_bridge.web import metrics_api
+
+        app.register_blueprint(metrics_api.bp)
     register_error_handlers(app, settings.default_language)
     return app

@@ -53,6 +53,7 @@ def serve(args: argparse.Namespace) -> int:
             return 1
         env["IAC_CODE_AGUI_A2A_URL"] = managed.url
         env["IAC_CODE_AGUI_A2A_TOKEN"] = managed.token
+    created_metrics_dir = _prepare_metrics_dir(env) if resolved["metrics"] else None
     os.environ.clear()
     os.environ.update(env)
     import importlib
@@ -65,7 +66,31 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         if managed is not None:
             managed.stop()
+        if created_metrics_dir is not None:
+            import shutil
+
+            shutil.rmtree(created_metrics_dir, ignore_errors=True)
     return 0
+
+
+def _prepare_metrics_dir(env: dict[str, str]) -> str | None:
+    """Point prometheus_client's multiprocess mode at an empty directory before any worker forks.
+
+    A directory given in PROMETHEUS_MULTIPROC_DIR is emptied (stale worker files would be summed);
+    otherwise a private temporary one is created and returned so it can be removed at exit.
+    """
+    given = env.get("PROMETHEUS_MULTIPROC_DIR")
+    if given:
+        os.makedirs(given, exist_ok=True)
+        for name in os.listdir(given):
+            if name.endswith(".db"):
+                os.unlink(os.path.join(given, name))
+        return None
+    import tempfile
+
+    created = tempfile.mkdtemp(prefix="agui-bridge-metrics-")
+    env["PROMETHEUS_MULTIPROC_DIR"] = created
+    return created
 
 
 def demo_agent(args: argparse.Namespace) -> int:
@@ -129,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument("--host", default="127.0.0.1")
     demo_parser.add_argument("--port", type=int, default=41242)
     demo_parser.set_defaults(handler=demo_agent)
+    from agui_bridge.chat import configure_parser as configure_chat_parser  # stdlib-only at import
+
+    configure_chat_parser(commands.add_parser("chat", help="terminal AG-UI client: stream a run, answer interrupts"))
     return parser
 
 

@@ -72,6 +72,14 @@ def post_worker_init(worker: Any) -> None:
         service.start_maintenance(lambda: os.kill(worker.ppid, signal.SIGTERM))
 
 
+def child_exit(server: Any, worker: Any) -> None:
+    """A dead worker's live gauges must stop counting (prometheus_client multiprocess mode)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+
+
 def drain_worker(worker: Any) -> None:
     service = getattr(worker.wsgi, "extensions", {}).get("agui_bridge")
     if service is None:
@@ -105,4 +113,5 @@ SETTINGS = {
     "logconfig_dict": logconfig_dict,
     "post_worker_init": post_worker_init,
     "worker_abort": worker_abort,
+    "child_exit": child_exit,
 }

@@ -19,6 +19,7 @@ from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.digest import request_digest
+from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
 from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.runs.workspace import resolve_cwd
 from agui_bridge.runtime import Runtime
@@ -37,7 +38,14 @@ log = logging.getLogger(__name__)
 
 
 class BridgeService:
-    def __init__(self, settings: Settings, store: ThreadStore, client: A2AClient, runtime: Runtime) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ThreadStore,
+        client: A2AClient,
+        runtime: Runtime,
+        observer: RunObserver = NULL_OBSERVER,
+    ) -> None:
         self.settings = settings
         self.store = store
         self.client = client
@@ -48,7 +56,7 @@ class BridgeService:
         self._active_lock = threading.Lock()
         self._streams: dict[str, RunStream] = {}
         self.last_activity = time.monotonic()
-        self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end)
+        self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end, observer=observer)
 
     def health(self) -> dict[str, Any]:
         return {

@@ -43,6 +43,7 @@ from agui_bridge.projection.projector import RunProjector
 from agui_bridge.runs import resume_plan
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.ledger import RunLedger
+from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
 from agui_bridge.runs.upstream import Item, SendOpened, UnaryAccepted, Upstream
 from agui_bridge.runtime import Empty, Runtime, TaskHandle
 from agui_bridge.settings import Settings
@@ -52,7 +53,7 @@ from agui_bridge.validation.content import user_message_parts
 from agui_bridge.validation.run_input import RunInput
 from agui_bridge.wire import events as ev
 from agui_bridge.wire.events import Event
-from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_event, encode_events
+from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_events
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,14 @@ class StreamDeps:
     client: A2AClient
     runtime: Runtime
     on_run_end: Callable[[str, str], None] | None = None
+    observer: RunObserver = NULL_OBSERVER
+
+
+#: Terminal error codes that mean the upstream kernel failed (counted by kind in metrics).
+_UPSTREAM_CODES = frozenset(
+    {ErrorCode.A2A_UNAVAILABLE, ErrorCode.A2A_PROTOCOL_ERROR, ErrorCode.A2A_EXECUTION_FAILED,
+     ErrorCode.SESSION_BACKUP_NOT_READY}
+)  # fmt: skip
 
 
 def _pump(items: Iterable[Item], queue: Any, runtime: Runtime, put_timeout_s: float) -> None:
@@ -136,6 +145,8 @@ class RunStream:
         self._accepted = not ticket.is_resume
         self._stop_requested = False
         self._wait_queue: Any = None
+        self._observer = deps.observer
+        self._observer.run_started()
         self.outcome = "disconnected"
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -145,7 +156,13 @@ class RunStream:
             return error.raw_message
         return translate(error.message_key, self._language, **error.params)
 
+    def _encode(self, events: list[Event]) -> bytes:
+        self._observer.events(event["type"] for event in events)
+        return encode_events(events)
+
     def _error_events(self, error: BridgeError) -> list[Event]:
+        if error.code in _UPSTREAM_CODES:
+            self._observer.upstream_error(str(error.code))
         events = self._projector.close_all()
         events.append(
             ev.run_error(
@@ -178,8 +195,10 @@ class RunStream:
         except StateError:
             log.warning("Failed to persist AG-UI thread state at run end", exc_info=True)
 
-    def _drop_execution(self) -> None:
+    def _drop_execution(self, how: str = "dropped") -> None:
         """Pending cleared, execution retired, lease released: best effort (8.5)."""
+        if self._ticket.pending:
+            self._observer.interrupts_closed(len(self._ticket.pending), how)
         try:
             self._ledger.drop_execution(ev.now_ms())
         except StateError:
@@ -232,6 +251,7 @@ class RunStream:
                 raise Cancelled()
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self._settings.heartbeat_interval_s
+            self._observer.heartbeat()
             yield HEARTBEAT_FRAME
 
     def _blocking(self, fn: Callable[..., _T], *args: Any) -> Generator[bytes, None, _T]:
@@ -279,7 +299,7 @@ class RunStream:
         ticket = self._ticket
         bind_log_context(thread_id=ticket.thread_id, run_id=ticket.run_id, execution_id=ticket.execution_id)
         try:
-            yield encode_event(ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id))
+            yield self._encode([ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id)])
             for task_id in ticket.orphaned_task_ids + ticket.expired_task_ids:
                 self._cancel_task_later(task_id)
             try:
@@ -289,16 +309,16 @@ class RunStream:
                     upstream = self._new_run_upstream()
                 yield from self._pump_upstream(upstream)
             except _Terminal as terminal:
-                yield encode_events(terminal.events)
+                yield self._encode(terminal.events)
             except _StopRequested:
-                yield encode_events(self._shutdown())
+                yield self._encode(self._shutdown())
             except BridgeError as error:
-                yield encode_events(self._end_with_error(error))
+                yield self._encode(self._end_with_error(error))
             except A2AError as exc:
-                yield encode_events(self._end_with_error(_to_bridge_error(exc)))
+                yield self._encode(self._end_with_error(_to_bridge_error(exc)))
             except Exception:
                 log.exception("AG-UI A2A bridge run failed", extra={"run_id": ticket.run_id})
-                yield encode_events(self._end_with_error(A2AUnavailable()))
+                yield self._encode(self._end_with_error(A2AUnavailable()))
         finally:
             self._cleanup()
 
@@ -381,15 +401,15 @@ class RunStream:
                                 break
                 except (_Terminal, BridgeError, A2AError):
                     if out:  # what was projected before the failure is shown before its spans close
-                        yield encode_events(out)
+                        yield self._encode(out)
                     raise
                 if out:
-                    yield encode_events(out)
+                    yield self._encode(out)
                     self._shown()
                 if self._finished:  # an interrupt already wrote its RUN_FINISHED
                     return
             yield from self._tick()
-        yield encode_events(self._finish())
+        yield self._encode(self._finish())
 
     def _renew(self, lease_ttl_ms: int) -> bool:
         try:
@@ -439,6 +459,10 @@ class RunStream:
                 self._ledger.replace_pending(reconciled.pending, now_ms)
             except StateError:
                 raise self._fail_closed("interrupt_commit_failed") from None
+            self._observer.interrupts_announced(len(set(reconciled.pending) - set(ticket.pending)))
+            replaced = len(set(ticket.pending) - set(reconciled.pending))
+            if replaced:
+                self._observer.interrupts_closed(replaced, "reconciled")
             ticket.pending = dict(reconciled.pending)
         selection = resume_plan.select(reconciled, answers, ticket.applied)
         if selection.new_interrupt:
@@ -448,11 +472,11 @@ class RunStream:
         prepared = resume_plan.prepare(selection.answers)
         preflight_events = self._projector.project(snapshot, text=False)
         if preflight_events:
-            yield encode_events(preflight_events)
+            yield self._encode(preflight_events)
             self._shown()
         if any(answer.cancelled and not answer.permission for answer in prepared):
             yield from self._blocking(client.cancel_task, task_id)
-            self._drop_execution()
+            self._drop_execution("cancelled")
             self._finished = True
             self.outcome = "cancelled"
             raise _Terminal(self._error_events(Cancelled("cancelled_by_answer")))
@@ -473,7 +497,7 @@ class RunStream:
         """
         ticket = self._ticket
         self._cancel_task_later(ticket.task_id)
-        self._drop_execution()
+        self._drop_execution("expired")
         self._finished = True
         if not dismissed:
             self.outcome = "expired"
@@ -493,9 +517,12 @@ class RunStream:
             self._ledger.accept_answers(digests, ev.now_ms())
         except StateError:
             raise self._fail_closed("answer_commit_failed") from None
+        closed = [input_id for input_id in digests if input_id in ticket.pending]
         for input_id, digest in digests.items():
             ticket.pending.pop(input_id, None)
             ticket.applied[input_id] = digest
+        if closed:
+            self._observer.interrupts_closed(len(closed), "answered")
         self._unaccepted.difference_update(digests)
         if self._unaccepted or self._accepted:
             return
@@ -603,6 +630,7 @@ class RunStream:
             self._ledger.commit_interrupt(pending, self._projector.text_digests, now_ms)
         except StateError:
             raise self._fail_closed("interrupt_commit_failed") from None
+        self._observer.interrupts_announced(len(set(pending) - set(ticket.pending)))
         ticket.pending = pending
         self._finished = True
         self.outcome = "interrupt"
@@ -673,6 +701,7 @@ class RunStream:
                 "duration_ms": int((time.monotonic() - self._started_at) * 1000),
             },
         )
+        self._observer.run_ended(self.outcome, time.monotonic() - self._started_at)
         if self._deps.on_run_end is not None:
             self._deps.on_run_end(self._ticket.run_id, self.outcome)
 

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from filelock import FileLock, Timeout
 
@@ -159,12 +160,20 @@ class ThreadTransaction:
         self._open = False
 
 
+class StoreObserver(Protocol):
+    """Timings for metrics (`agui_bridge.metrics.PrometheusObserver`); the store works without one."""
+
+    def lock_wait(self, seconds: float) -> None: ...
+    def state_write(self, seconds: float) -> None: ...
+
+
 class ThreadStore:
     """Per-thread JSON files under `<root>/threads/`, locked across processes with filelock."""
 
-    def __init__(self, root: Path, lock_timeout_s: float = 10.0) -> None:
+    def __init__(self, root: Path, lock_timeout_s: float = 10.0, observer: StoreObserver | None = None) -> None:
         if not lock_timeout_s > 0:
             raise ValueError("lock_timeout_s must be a positive, finite number of seconds")
+        self._observer = observer
         self.root = Path(root)
         self.threads_dir = self.root / THREADS_DIR
         self.lock_timeout_s = float(lock_timeout_s)
@@ -226,7 +235,8 @@ class ThreadStore:
         Never nest transactions (same or other thread): a nested one on the same thread times out.
         """
         path = self.path_for(thread_id)
-        deadline = time.monotonic() + self.lock_timeout_s
+        started = time.monotonic()
+        deadline = started + self.lock_timeout_s
         self._ensure_dirs()
         with self._local_locks.hold(path.name, self.lock_timeout_s):
             remaining = max(deadline - time.monotonic(), 0.0)
@@ -243,6 +253,8 @@ class ThreadStore:
                 raise StateLockTimeout("thread file lock timed out") from None
             except OSError as exc:
                 raise StateError("thread file lock unavailable") from exc
+            if self._observer is not None:
+                self._observer.lock_wait(time.monotonic() - started)
             try:
                 txn = ThreadTransaction(self, thread_id, path, self._read(path, thread_id))
                 try:
@@ -299,6 +311,12 @@ class ThreadStore:
             raise StateError("state directory unavailable") from exc
 
     def _write(self, path: Path, state: ThreadState) -> None:
+        started = time.monotonic()
+        self._write_file(path, state)
+        if self._observer is not None:
+            self._observer.state_write(time.monotonic() - started)
+
+    def _write_file(self, path: Path, state: ThreadState) -> None:
         try:
             payload = _serialise(state)
         except (TypeError, ValueError, OverflowError, RecursionError) as exc:

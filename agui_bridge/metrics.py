@@ -1,0 +1,97 @@
+"""Prometheus metrics (prometheus_client; multiprocess mode under gunicorn, stack-notes 5).
+
+Under `agui-bridge serve` the CLI points PROMETHEUS_MULTIPROC_DIR at a fresh directory before gunicorn
+starts, so every worker writes its own files and a scrape on any worker sums them; gunicorn's
+`child_exit` hook marks dead workers. Without that variable (Flask test client, legacy hosts) the
+process-local default registry is used. Labels are bounded vocabularies only: never a thread or run id.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+RUNS = Counter("agui_runs_total", "Runs by how they ended.", ["outcome"])
+RUN_DURATION = Histogram(
+    "agui_run_duration_seconds", "Run duration, from admission to the end of the stream.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
+)  # fmt: skip
+ACTIVE_RUNS = Gauge("agui_active_runs", "Streams open now.", multiprocess_mode="livesum")
+EVENTS = Counter("agui_sse_events_total", "AG-UI events written, by type.", ["type"])
+HEARTBEATS = Counter("agui_heartbeats_total", "': heartbeat' comments written.")
+UPSTREAM_ERRORS = Counter("agui_upstream_errors_total", "A2A failures that ended a run, by kind.", ["kind"])
+INTERRUPTS_ANNOUNCED = Counter("agui_interrupts_announced_total", "Interrupts committed and announced.")
+INTERRUPTS_CLOSED = Counter(
+    "agui_interrupts_closed_total", "Pending interrupts that left the pending set, by how.", ["how"]
+)
+INTERRUPTS_PENDING = Gauge(
+    "agui_interrupts_pending",
+    "Interrupts announced and not yet closed by the live workers (approximate across worker restarts).",
+    multiprocess_mode="livesum",
+)
+STATE_WRITE = Histogram(
+    "agui_state_write_seconds", "Atomic thread-file writes (temp file, fsync, replace, directory fsync).",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+)  # fmt: skip
+LOCK_WAIT = Histogram(
+    "agui_lock_wait_seconds", "Time spent waiting for a thread's file lock.",
+    buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
+)  # fmt: skip
+
+
+class PrometheusObserver:
+    """Implements runs.observer.RunObserver and StoreObserver."""
+
+    def run_started(self) -> None:
+        ACTIVE_RUNS.inc()
+
+    def run_ended(self, outcome: str, duration_s: float) -> None:
+        ACTIVE_RUNS.dec()
+        RUNS.labels(outcome).inc()
+        RUN_DURATION.observe(duration_s)
+
+    def events(self, types: Iterable[str]) -> None:
+        for event_type in types:
+            EVENTS.labels(event_type).inc()
+
+    def heartbeat(self) -> None:
+        HEARTBEATS.inc()
+
+    def upstream_error(self, kind: str) -> None:
+        UPSTREAM_ERRORS.labels(kind).inc()
+
+    def interrupts_announced(self, count: int) -> None:
+        INTERRUPTS_ANNOUNCED.inc(count)
+        INTERRUPTS_PENDING.inc(count)
+
+    def interrupts_closed(self, count: int, how: str) -> None:
+        INTERRUPTS_CLOSED.labels(how).inc(count)
+        INTERRUPTS_PENDING.dec(count)
+
+    def lock_wait(self, seconds: float) -> None:
+        LOCK_WAIT.observe(seconds)
+
+    def state_write(self, seconds: float) -> None:
+        STATE_WRITE.observe(seconds)
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text: summed over all workers in multiprocess mode."""
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

@@ -1,0 +1,54 @@
+"""What runs and the state store report for metrics, without knowing who listens (no prometheus here).
+
+`app.create_app` plugs in `agui_bridge.metrics.PrometheusObserver` when metrics are on; everything
+else (tests, legacy hosts with metrics off) gets the no-op observer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+
+class RunObserver(Protocol):
+    def run_started(self) -> None: ...
+    def run_ended(self, outcome: str, duration_s: float) -> None: ...
+    def events(self, types: Iterable[str]) -> None: ...
+    def heartbeat(self) -> None: ...
+    def upstream_error(self, kind: str) -> None: ...
+    def interrupts_announced(self, count: int) -> None: ...
+    def interrupts_closed(self, count: int, how: str) -> None: ...
+
+
+class NullObserver:
+    """RunObserver and state.store.StoreObserver, doing nothing."""
+
+    def run_started(self) -> None:
+        pass
+
+    def run_ended(self, outcome: str, duration_s: float) -> None:
+        pass
+
+    def events(self, types: Iterable[str]) -> None:
+        pass
+
+    def heartbeat(self) -> None:
+        pass
+
+    def upstream_error(self, kind: str) -> None:
+        pass
+
+    def interrupts_announced(self, count: int) -> None:
+        pass
+
+    def interrupts_closed(self, count: int, how: str) -> None:
+        pass
+
+    def lock_wait(self, seconds: float) -> None:
+        pass
+
+    def state_write(self, seconds: float) -> None:
+        pass
+
+
+NULL_OBSERVER = NullObserver()

@@ -1,0 +1,60 @@
+"""`/metrics` under gunicorn (multiprocess mode, 2 workers): counters move for every outcome."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.bridge_harness import bridge_server, new_thread_id, run_body
+
+pytestmark = pytest.mark.e2e
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in Prometheus text format (0 when absent)."""
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    pattern = re.escape(name) + (r"\{" + re.escape(wanted) + r"\}" if labels else "") + r" ([0-9.e+-]+)$"
+    match = re.search(pattern, text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_metrics_count_runs_of_each_outcome(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+    env = {"IAC_CODE_AGUI_AUTH_TOKEN": "metrics-token"}
+    headers = {"Authorization": "Bearer metrics-token"}
+    with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, heartbeat_interval=0.2, env=env) as server:
+        assert requests.get(server.url + "metrics", timeout=5).status_code == 401
+
+        def post(body: dict, expect: str) -> list[dict]:  # type: ignore[type-arg]
+            with server.post(body, headers=headers) as response:
+                raw = b"".join(response.iter_content(chunk_size=None))
+            from tests.agui_checks import assert_valid_agui_stream
+
+            return assert_valid_agui_stream(raw, expect_terminal=expect)
+
+        post(run_body(new_thread_id(), "hello", tmp_path), "success")
+        post(run_body(new_thread_id(), "slow [SLOW 3]", tmp_path), "success")  # 0.5 s gaps: heartbeats
+        post(run_body(new_thread_id(), "please fail", tmp_path), "RUN_ERROR")
+        thread_id = new_thread_id()
+        interrupted = post(run_body(thread_id, "please write file", tmp_path), "interrupt")
+        resume = run_body(thread_id, "", tmp_path)
+        interrupt_id = interrupted[-1]["outcome"]["interrupts"][0]["id"]
+        resume["resume"] = [{"interruptId": interrupt_id, "status": "resolved", "payload": {"decision": "deny"}}]
+        post(resume, "success")
+        text = requests.get(server.url + "metrics", headers=headers, timeout=5).text
+    assert sample(text, "agui_runs_total", outcome="success") == 3
+    assert sample(text, "agui_runs_total", outcome="error") == 1
+    assert sample(text, "agui_runs_total", outcome="interrupt") == 1
+    assert sample(text, "agui_run_duration_seconds_count") == 5
+    assert sample(text, "agui_sse_events_total", type="RUN_STARTED") == 5
+    assert sample(text, "agui_sse_events_total", type="RUN_ERROR") == 1
+    assert sample(text, "agui_heartbeats_total") >= 1
+    assert sample(text, "agui_upstream_errors_total", kind="A2A_EXECUTION_FAILED") == 1
+    assert sample(text, "agui_interrupts_announced_total") == 1
+    assert sample(text, "agui_interrupts_closed_total", how="answered") == 1
+    assert sample(text, "agui_interrupts_pending") == 0
+    assert sample(text, "agui_active_runs") == 0
+    assert sample(text, "agui_state_write_seconds_count") > 0 and sample(text, "agui_lock_wait_seconds_count") > 0
+    assert "thread_id" not in text and thread_id not in text

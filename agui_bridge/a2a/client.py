@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 A2A_VERSION_HEADER = ("A2A-Version", "1.0")
 ENSURE_RESTORED_PATH = "iac-code/session/ensure-restored"
-STREAM_PARAMS_CONFIGURATION = {"acceptedOutputModes": ["text/plain"]}
+PIPELINE_STATE_PATH = "iac-code/pipeline/state"
 
 
 class A2AStream:
@@ -155,6 +155,26 @@ class A2AClient:
         except ValueError:
             body = None
         return response.status_code, body
+
+    def pipeline_state(self, task_id: str, after_sequence: int) -> object | None:
+        """`GET <base>iac-code/pipeline/state` (behaviour.md 4.5): the JSON body, or None on 404."""
+        try:
+            response = self._session.get(
+                self.base_url + PIPELINE_STATE_PATH,
+                params={"taskId": task_id, "afterSequence": str(after_sequence)},
+                timeout=self._call_timeout,
+            )
+        except requests.RequestException as exc:
+            raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise A2ATransportError(f"A2A answered HTTP {response.status_code}")
+        try:
+            body: object = response.json()
+        except ValueError as exc:
+            raise A2ATransportError("A2A answered with a body that is not JSON") from exc
+        return body
 
     def close(self) -> None:
         self._session.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from agui_bridge.a2a.signals import A2AEvent
@@ -76,12 +77,15 @@ class RunProjector:
         self._open_tools: dict[str, None] = {}
         self._ended_tools: set[str] = set()
         self._tool_results: set[str] = set()
-        self.open_steps: dict[str, None] = {}
+        self.open_steps: dict[str, str] = {}  # step key -> AG-UI step name, open in this run
+        #: Maps `metadata.iac_code` Pipeline envelopes (set by the stream: projection.pipeline).
+        self.envelope_mapper: Callable[[dict[str, Any]], list[Event]] | None = None
 
     # ---- public API -------------------------------------------------------------------------
 
-    def project(self, event: A2AEvent, *, text: bool = True) -> list[Event]:
-        """`text=False` projects a resume's preflight snapshot: its status text was shown already."""
+    def project(self, event: A2AEvent, *, text: bool = True, pipeline: bool = True) -> list[Event]:
+        """A resume's preflight snapshot is projected without status text and Pipeline envelopes: the
+        text was shown already, and a snapshot holds only a bounded suffix of the envelopes (5.7)."""
         out: list[Event] = []
         iac = event.iac
         if event.kind == "artifactUpdate":
@@ -93,6 +97,8 @@ class RunProjector:
             thought = thinking.get("text")
             if isinstance(thought, str) and thought:
                 self._reasoning(out, "reasoning-" + (self._current_text or self.run_id), thought)
+        if pipeline and self.envelope_mapper is not None and ("pipeline" in iac or "pipelineBatch" in iac):
+            out.extend(self.envelope_mapper(iac))
         if text:
             self._project_text(out, event)
         tool = iac.get("tool")
@@ -117,8 +123,8 @@ class RunProjector:
             out.append(ev.text_end(message_id))
         self._open_text.clear()
         self._current_text = None
-        for step in sorted(self.open_steps):
-            out.append(ev.step_finished(step))
+        for key in sorted(self.open_steps):
+            out.append(ev.step_finished(self.open_steps[key]))
         self.open_steps.clear()
         return out
 
@@ -179,6 +185,9 @@ class RunProjector:
             self.text_digests.add(_digest("".join(chunks)))
 
     # ---- reasoning --------------------------------------------------------------------------
+
+    def emit_reasoning(self, out: list[Event], reasoning_id: str, text: str) -> None:
+        self._reasoning(out, reasoning_id, text)
 
     def _reasoning(self, out: list[Event], reasoning_id: str, text: str) -> None:
         if reasoning_id not in self._open_reasoning:

@@ -42,6 +42,8 @@ class RunTicket:
     text_digests: set[str] = field(default_factory=set)
     pending: dict[str, model.PendingInterrupt] = field(default_factory=dict)
     applied: dict[str, str] = field(default_factory=dict)  # interruptId -> accepted answer digest
+    pipeline_sequence: int = 0
+    pipeline_open_steps: list[str] = field(default_factory=list)
     orphaned_task_ids: list[str] = field(default_factory=list)
     expired_task_ids: list[str] = field(default_factory=list)
 
@@ -146,6 +148,8 @@ def admit_run(
                     for a in state.applied_resume_digests
                     if a.execution_id == execution.execution_id
                 },
+                pipeline_sequence=execution.pipeline_sequence,
+                pipeline_open_steps=list(execution.pipeline_open_steps),
                 orphaned_task_ids=orphans,
                 expired_task_ids=expired,
             )

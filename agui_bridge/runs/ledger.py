@@ -21,6 +21,8 @@ class RunLedger:
     def __init__(self, store: ThreadStore, ticket: RunTicket) -> None:
         self._store = store
         self._ticket = ticket
+        #: The run's Pipeline cursor and durable open steps, written at every write point (8.5).
+        self.pipeline_state: Callable[[], tuple[int, Iterable[str]]] | None = None
 
     def _update(self, mutate: Callable[[model.ThreadState], None], *, require_lease: bool = True) -> None:
         with self._store.transaction(self._ticket.thread_id) as txn:
@@ -31,6 +33,11 @@ class RunLedger:
             if require_lease and (lease is None or lease.run_id != self._ticket.run_id):
                 raise LeaseLost("run lease lost")
             mutate(state)
+            if self.pipeline_state is not None and self._same_execution(state):
+                sequence, open_steps = self.pipeline_state()
+                execution = state.execution
+                execution.pipeline_sequence = max(execution.pipeline_sequence, sequence)
+                execution.pipeline_open_steps = sorted(set(open_steps))
             txn.commit(state)
 
     def _same_execution(self, state: model.ThreadState) -> bool:

@@ -39,6 +39,7 @@ from agui_bridge.errors import (
 from agui_bridge.i18n import translate
 from agui_bridge.logs import bind_log_context
 from agui_bridge.projection.interrupts import InputRequest, build_interrupt, collect_inputs
+from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.runs import resume_plan
 from agui_bridge.runs.admission import RunTicket
@@ -126,6 +127,12 @@ class RunStream:
         self._language = language
         self._ledger = RunLedger(deps.store, ticket)
         self._projector = RunProjector(ticket.thread_id, ticket.run_id, ticket.text_digests)
+        self._pipeline = PipelineMapper(
+            self._projector, ticket.thread_id, ticket.pipeline_open_steps, ticket.pipeline_sequence
+        )
+        self._projector.envelope_mapper = self._pipeline.live
+        self._ledger.pipeline_state = lambda: (self._pipeline.sequence, self._pipeline.durable_steps)
+        self._catch_up_after_permissions = False  # 6.4: a Pipeline permission resume re-reads the state
         self._session_emitted = False
         self._upstream: Upstream | None = None
         self._pump: TaskHandle | None = None
@@ -300,6 +307,9 @@ class RunStream:
         bind_log_context(thread_id=ticket.thread_id, run_id=ticket.run_id, execution_id=ticket.execution_id)
         try:
             yield self._encode([ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id)])
+            reopened = self._pipeline.reopen()  # durable steps of an interrupted execution (5.6)
+            if reopened:
+                yield self._encode(reopened)
             for task_id in ticket.orphaned_task_ids + ticket.expired_task_ids:
                 self._cancel_task_later(task_id)
             try:
@@ -441,6 +451,7 @@ class RunStream:
         if snapshot.task_id != task_id or (context_id is not None and context_id != ticket.context_id):
             raise A2AProtocolError("task_mismatch")
         self._learn_session(snapshot)
+        catch_up = yield from self._blocking(client.pipeline_state, task_id, self._pipeline.sequence)
         snapshot_inputs = collect_inputs(snapshot.iac) if snapshot.iac else []
         self._check_input_identity(snapshot_inputs)
         now_ms = ev.now_ms()
@@ -466,11 +477,11 @@ class RunStream:
             ticket.pending = dict(reconciled.pending)
         selection = resume_plan.select(reconciled, answers, ticket.applied)
         if selection.new_interrupt:
-            events = self._projector.project(snapshot, text=False)
+            events = self._preflight_events(snapshot, catch_up)
             events.extend(self._interrupt([]))
             raise _Terminal(events)
         prepared = resume_plan.prepare(selection.answers)
-        preflight_events = self._projector.project(snapshot, text=False)
+        preflight_events = self._preflight_events(snapshot, catch_up)
         if preflight_events:
             yield self._encode(preflight_events)
             self._shown()
@@ -486,7 +497,26 @@ class RunStream:
         )
         self._answers = {answer.interrupt_id: answer for answer in prepared}
         self._unaccepted = set(self._answers)
+        self._catch_up_after_permissions = self._pipeline.sequence > 0 and any(a.permission for a in prepared)
         return Upstream(client).resume(plan, task_id)
+
+    def _preflight_events(self, snapshot: A2AEvent, catch_up: object) -> list[Event]:
+        """Shown only once the resume is valid: the snapshot (no text, no envelopes), then recovery."""
+        events = self._projector.project(snapshot, text=False, pipeline=False)
+        events.extend(self._pipeline.recover(catch_up))
+        return events
+
+    def _permission_catch_up(self) -> list[Event]:
+        """6.4: after a Pipeline permission resume, the events A2A recorded while it waited."""
+        if not self._catch_up_after_permissions or self._ticket.task_id is None:
+            return []
+        self._catch_up_after_permissions = False
+        try:
+            response = self._deps.client.pipeline_state(self._ticket.task_id, self._pipeline.sequence)
+        except A2AError:
+            log.warning("Pipeline catch-up after a permission resume failed", exc_info=True)
+            return []
+        return self._pipeline.recover(response)
 
     def _expire(self, *, dismissed: bool) -> _Terminal:
         """D1: an expired interrupt is never applied; the execution is dropped and its task cancelled.
@@ -615,6 +645,7 @@ class RunStream:
         expires_ms = now_ms + int(self._settings.interrupt_ttl_s * 1000)
         expires_at = model.format_rfc3339_ms(expires_ms)
         self._check_input_identity(inputs)
+        catch_up = self._permission_catch_up()
         pending = dict(ticket.pending)
         for request in inputs:
             previous = pending.get(request.input_id)
@@ -634,7 +665,7 @@ class RunStream:
         ticket.pending = pending
         self._finished = True
         self.outcome = "interrupt"
-        events = self._projector.close_all()
+        events = catch_up + self._projector.close_all()
         interrupts = [p.announced or build_interrupt(p.value, expires_at) for p in pending.values()]
         events.append(
             ev.run_finished(
@@ -648,9 +679,9 @@ class RunStream:
 
     def _finish(self) -> list[Event]:
         """The upstream turn ended (terminal state or closed stream): decide the outcome (5.9)."""
+        out = self._permission_catch_up()
         state = self._projector.last_state
         if state in ("completed", "input-required"):
-            out: list[Event] = []
             if not self._session_emitted:
                 out.append(self._session_event())
             self.outcome = "success"
@@ -668,8 +699,8 @@ class RunStream:
             return out
         if state == "canceled":
             self.outcome = "cancelled"
-            return self._end_with_error(Cancelled())
-        return self._end_with_error(A2AExecutionFailed(), task_ended=state in TERMINAL_STATES)
+            return out + self._end_with_error(Cancelled())
+        return out + self._end_with_error(A2AExecutionFailed(), task_ended=state in TERMINAL_STATES)
 
     # ---- cleanup ------------------------------------------------------------------------------
 

@@ -87,6 +87,7 @@ class ScriptedA2A:
     tasks: list[Any] = field(default_factory=list)
     unary: list[Any] = field(default_factory=list)
     restored: tuple[int, object] = (200, {"status": "current"})
+    pipeline: list[object] = field(default_factory=list)  # /iac-code/pipeline/state answers (None: 404)
     calls: list[tuple[str, Any]] = field(default_factory=list)
 
     def open_stream(self, method: str, params: dict[str, Any]) -> ScriptedStream:
@@ -116,6 +117,10 @@ class ScriptedA2A:
 
     def cancel_task(self, task_id: str) -> None:
         self.calls.append(("CancelTask", task_id))
+
+    def pipeline_state(self, task_id: str, after_sequence: int) -> object:
+        self.calls.append(("pipeline-state", after_sequence))
+        return self.pipeline.pop(0) if self.pipeline else None
 
     def methods(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -193,7 +198,7 @@ def test_permission_resume_sends_the_six_key_part_and_commits_before_showing(tmp
     client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
     client.streams["SendStreamingMessage"] = [done(h.context_id)]
     events = h.resume([allow()], client, expect_terminal="success")
-    assert client.methods() == ["ensure-restored", "GetTask", "SendStreamingMessage"]
+    assert client.methods() == ["ensure-restored", "GetTask", "pipeline-state", "SendStreamingMessage"]
     message = client.calls[-1][1]["message"]
     assert message["messageId"].startswith("agui-resume-run-") and message["messageId"].endswith("-perm-1")
     assert message["taskId"] == TASK and message["contextId"] == h.context_id
@@ -283,7 +288,7 @@ def test_invalid_resumes_send_nothing_and_stay_retryable(
     client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
     events = h.resume(answers, client, expect_terminal="RUN_ERROR")
     assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == code
-    assert client.methods() == ["ensure-restored", "GetTask"]
+    assert client.methods() == ["ensure-restored", "GetTask", "pipeline-state"]
     assert list(h.state().execution.pending) == ["perm-1"]
     retry = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
     retry.streams["SendStreamingMessage"] = [done(h.context_id)]
@@ -395,8 +400,8 @@ def test_stale_gettask_after_a_partial_answer_does_not_resend_it(tmp_path: Path)
     )
     h.resume([allow(), allow("perm-2")], retry, expect_terminal="success")
     # perm-2 came from pendingPermissions (a sideband wait), so it alone goes out as unary SendMessage.
-    assert retry.methods() == ["ensure-restored", "GetTask", "SendMessage", "GetTask"]
-    assert retry.calls[2][1]["message"]["parts"][0]["data"]["inputId"] == "perm-2"
+    assert retry.methods() == ["ensure-restored", "GetTask", "pipeline-state", "SendMessage", "GetTask"]
+    assert retry.calls[3][1]["message"]["parts"][0]["data"]["inputId"] == "perm-2"
     assert h.state().execution.pending == {}
 
 
@@ -408,7 +413,7 @@ def test_a_new_interrupt_found_in_preflight_is_announced_with_all_pending(tmp_pa
     events = h.resume([allow()], client, expect_terminal="interrupt")
     assert [i["id"] for i in events[-1]["outcome"]["interrupts"]] == ["perm-1", "perm-2"]
     assert "CUSTOM" not in event_types(events)  # no session event: nothing was sent
-    assert client.methods() == ["ensure-restored", "GetTask"]
+    assert client.methods() == ["ensure-restored", "GetTask", "pipeline-state"]
     assert list(h.state().execution.pending) == ["perm-1", "perm-2"]
     assert h.state().execution.pending["perm-2"].sideband is True
 
@@ -427,8 +432,16 @@ def test_sideband_answers_use_unary_send_then_the_task_snapshot_decides(tmp_path
     )
     client.streams["SubscribeToTask"] = [A2ARpcError(-32602, "Task is already completed")]
     events = h.resume([allow()], client, expect_terminal="success")
-    assert client.methods() == ["ensure-restored", "GetTask", "SendMessage", "GetTask", "SubscribeToTask", "GetTask"]
-    assert client.calls[2][1]["message"]["messageId"] == "agui-resume-perm-1"
+    assert client.methods() == [
+        "ensure-restored",
+        "GetTask",
+        "pipeline-state",
+        "SendMessage",
+        "GetTask",
+        "SubscribeToTask",
+        "GetTask",
+    ]
+    assert client.calls[3][1]["message"]["messageId"] == "agui-resume-perm-1"
     assert event_types(events)[1] == "CUSTOM"
 
 
@@ -535,3 +548,67 @@ def test_disconnect_after_acceptance_cancels_the_task_and_retires_the_execution(
     state = h.state()
     assert state.execution.pending == {} and state.execution.task_id is None and state.active_run is None
     assert [a.interrupt_id for a in state.applied_resume_digests] == ["perm-1"]
+
+
+def test_pipeline_steps_survive_the_interrupt_and_recovery_opens_the_resume(tmp_path: Path) -> None:
+    """5.6/5.7: durable steps and the cursor are persisted with the interrupt, reopened by the resume,
+    and the resume shows the recovery snapshot and the missed envelopes before anything else."""
+    h = Harness(tmp_path)
+    body = run_body(THREAD, "pipeline please", tmp_path)
+    client = ScriptedA2A()
+    stream = h.stream(body, client)
+    ctx = h.context_id
+    select = {**QUESTION, "kind": "candidate_selection", "inputId": "select-1", "toolUseId": None}
+
+    def env(event_type: str, sequence: int, **fields: Any) -> dict[str, Any]:
+        return {"eventType": event_type, "sequence": sequence, "eventId": f"evt-{sequence}", **fields}
+
+    client.streams["SendStreamingMessage"] = [
+        [
+            [
+                event(ctx, pipeline=env("step_started", 1, step={"id": "candidates"})),
+                event(ctx, pipelineBatch={"events": [
+                    env("candidate_step_started", 2, candidate={"id": "c0"}, candidateStep={"id": "tpl"}),
+                    env("text_delta", 3, scope="candidate", candidate={"id": "c0"}, data={"text": "c0 draft"}),
+                ]}),
+                event(ctx, "TASK_STATE_INPUT_REQUIRED", input=select),
+            ]
+        ]
+    ]  # fmt: skip
+    first = assert_valid_agui_stream(collect(stream), expect_terminal="interrupt", capture=False)
+    steps = [(e["type"], e["stepName"]) for e in first if e["type"].startswith("STEP_")]
+    assert steps == [
+        ("STEP_STARTED", "candidates"),
+        ("STEP_STARTED", "candidate:c0:tpl"),
+        ("STEP_FINISHED", "candidate:c0:tpl"),  # closed before RUN_FINISHED, sorted by key
+        ("STEP_FINISHED", "candidates"),
+    ]
+    execution = h.state().execution
+    assert (execution.pipeline_sequence, execution.pipeline_open_steps) == (3, ["candidate:c0:tpl", "step:candidates"])
+
+    recovery = {
+        "snapshot": {"pipelineRunId": "prun-1", "lastSequence": 5},
+        "events": [env("candidate_step_completed", 4, candidate={"id": "c0"}, candidateStep={"id": "tpl"}),
+                   env("stack_progress", 5, data={"percent": 10})],
+    }  # fmt: skip
+    resume_client = ScriptedA2A(tasks=[snapshot(ctx, input=select)], pipeline=[recovery])
+    resume_client.streams["SendStreamingMessage"] = [
+        [[event(ctx, pipeline=env("step_completed", 6, step={"id": "candidates"})),
+          event(ctx, "TASK_STATE_INPUT_REQUIRED")]]
+    ]  # fmt: skip
+    events = h.resume(
+        [{"interruptId": "select-1", "status": "resolved", "payload": {"selectedId": "large"}}],
+        resume_client,
+        expect_terminal="success",
+    )
+    assert ("pipeline-state", 3) in resume_client.calls  # catch-up from the persisted cursor
+    assert event_types(events)[:4] == ["RUN_STARTED", "STEP_STARTED", "STEP_STARTED", "ACTIVITY_SNAPSHOT"]
+    steps = [(e["type"], e["stepName"]) for e in events if e["type"].startswith("STEP_")]
+    assert steps == [
+        ("STEP_STARTED", "candidate:c0:tpl"),
+        ("STEP_STARTED", "candidates"),
+        ("STEP_FINISHED", "candidate:c0:tpl"),
+        ("STEP_FINISHED", "candidates"),
+    ]
+    execution = h.state().execution
+    assert (execution.pipeline_sequence, execution.pipeline_open_steps) == (6, [])

@@ -16,9 +16,10 @@ from typing import Any
 from agui_bridge.a2a.client import A2AClient
 from agui_bridge.a2a.signals import A2AError
 from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
-from agui_bridge.runs.admission import admit_run
+from agui_bridge.runs.admission import admit_guidance, admit_run
 from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.digest import request_digest
+from agui_bridge.runs.guidance import GuidanceStream
 from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
 from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.runs.workspace import resolve_cwd
@@ -120,12 +121,17 @@ class BridgeService:
             stream.request_stop()
         return len(remaining)
 
-    def start_run(self, raw: dict[str, Any], language: str) -> RunStream:
+    def start_run(self, raw: dict[str, Any], language: str) -> RunStream | GuidanceStream:
         """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED)."""
         if self.draining or self._active >= self.settings.max_active_runs_per_worker:
             raise ServiceUnavailable()
         run = parse_run_input(raw)
         cwd = resolve_cwd(run.props.cwd, self.settings.allowed_cwds)
+        if run.props.active_guidance:
+            guidance = admit_guidance(self.store, run, cwd=cwd, digest=request_digest(raw), now_ms=now_ms())
+            with self._active_lock:
+                self._active += 1
+            return GuidanceStream(self._deps, guidance, run, language)
         ticket = admit_run(
             self.store,
             run,

@@ -155,3 +155,40 @@ def admit_run(
             )
     except StateError as exc:
         raise StateUnavailable() from exc
+
+
+@dataclass(frozen=True)
+class GuidanceTicket:
+    """An admitted guidance request: an extra user message into the thread's running Pipeline task."""
+
+    thread_id: str
+    run_id: str
+    parent_run_id: str | None
+    context_id: str
+    task_id: str
+    cwd: str
+
+
+def admit_guidance(store: ThreadStore, run: RunInput, *, cwd: str, digest: str, now_ms: int) -> GuidanceTicket:
+    """behaviour.md 3.3/3.6: no busy check, no lease, no rotation; only the run digest is recorded."""
+    try:
+        with store.transaction(run.thread_id) as txn:
+            state = txn.state
+            if state is None:
+                raise ExecutionLost("execution_lost")
+            previous = state.run_digests.get(run.run_id)
+            if previous is not None:
+                raise DuplicateRunId() if previous == digest else RunIdConflict()
+            if state.cwd != cwd or state.user_id != run.props.user_id:
+                raise ThreadBindingConflict()
+            task_id = state.execution.task_id
+            if run.resume is not None or run.props.run_mode != "pipeline" or task_id is None:
+                raise ExecutionLost("execution_lost")
+            if state.execution.pending:
+                raise ResumeRequired()
+            state.run_digests[run.run_id] = digest
+            state.last_activity_ms = now_ms
+            txn.commit(state)
+            return GuidanceTicket(run.thread_id, run.run_id, run.parent_run_id, state.context_id, task_id, state.cwd)
+    except StateError as exc:
+        raise StateUnavailable() from exc

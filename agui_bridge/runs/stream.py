@@ -367,7 +367,7 @@ class RunStream:
 
     def _new_run_upstream(self) -> Upstream:
         parts = user_message_parts(self._run.messages)
-        message_id = _last_user_message_id(self._run.messages)
+        message_id = last_user_message_id(self._run.messages)
         metadata = a2a_messages.iac_code_metadata(self._run.props, self._ticket.cwd, self._language)
         message = a2a_messages.user_message(message_id, parts, metadata, self._ticket.context_id)
         return Upstream(self._deps.client).new_run(a2a_messages.send_params(message))
@@ -750,7 +750,7 @@ def _check_restored(status: int, body: object) -> None:
     raise A2AUnavailable()
 
 
-def _last_user_message_id(messages: tuple[dict[str, Any], ...]) -> str:
+def last_user_message_id(messages: tuple[dict[str, Any], ...]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user" and isinstance(message.get("id"), str):
             return str(message["id"])

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +45,7 @@ def serve(args: argparse.Namespace) -> int:
 
     resolved = resolve(args, os.environ)
     env = worker_environment(resolved, os.environ)
+    upstream_lost = threading.Event()
     managed: ManagedUpstream | None = None
     if resolved["a2a_url"] is None:
         managed = ManagedUpstream(resolved["managed_a2a"], env)
@@ -53,6 +56,7 @@ def serve(args: argparse.Namespace) -> int:
             return 1
         env["IAC_CODE_AGUI_A2A_URL"] = managed.url
         env["IAC_CODE_AGUI_A2A_TOKEN"] = managed.token
+        managed.watch(lambda: _stop_for_lost_upstream(upstream_lost))
     created_metrics_dir = _prepare_metrics_dir(env) if resolved["metrics"] else None
     os.environ.clear()
     os.environ.update(env)
@@ -61,8 +65,11 @@ def serve(args: argparse.Namespace) -> int:
     from agui_bridge import gunicorn_config
 
     importlib.reload(gunicorn_config)  # pick up the resolved host/port/workers
+    status = 0
     try:
         run_gunicorn()
+    except SystemExit as exit_:  # gunicorn's arbiter leaves through sys.exit
+        status = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     finally:
         if managed is not None:
             managed.stop()
@@ -70,7 +77,14 @@ def serve(args: argparse.Namespace) -> int:
             import shutil
 
             shutil.rmtree(created_metrics_dir, ignore_errors=True)
-    return 0
+    return 1 if upstream_lost.is_set() else status
+
+
+def _stop_for_lost_upstream(flag: threading.Event) -> None:
+    """The managed kernel died: every run would fail, so stop gracefully and exit 1 (supervisors restart)."""
+    flag.set()
+    print("agui-bridge: the managed A2A process exited; stopping the server.", file=sys.stderr)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _prepare_metrics_dir(env: dict[str, str]) -> str | None:
@@ -154,9 +168,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument("--host", default="127.0.0.1")
     demo_parser.add_argument("--port", type=int, default=41242)
     demo_parser.set_defaults(handler=demo_agent)
-    from agui_bridge.chat import configure_parser as configure_chat_parser  # stdlib-only at import
-
-    configure_chat_parser(commands.add_parser("chat", help="terminal AG-UI client: stream a run, answer interrupts"))
     return parser
 
 

@@ -19,6 +19,8 @@ timeout = 30
 graceful_timeout = int(ENV.get("IAC_CODE_AGUI_GRACEFUL_TIMEOUT", "30"))
 keepalive = 5
 preload_app = False
+#: gunicorn's worker heartbeat files; point it at a tmpfs when / is read-only (containers).
+worker_tmp_dir = ENV.get("IAC_CODE_AGUI_WORKER_TMP_DIR") or None
 max_requests = 0
 control_socket_disable = True
 accesslog = None
@@ -105,6 +107,7 @@ SETTINGS = {
     "graceful_timeout": graceful_timeout,
     "keepalive": keepalive,
     "preload_app": preload_app,
+    "worker_tmp_dir": worker_tmp_dir,
     "max_requests": max_requests,
     "control_socket_disable": control_socket_disable,
     "accesslog": accesslog,

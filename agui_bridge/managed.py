@@ -8,10 +8,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 
 class ManagedUpstreamError(RuntimeError):
@@ -54,7 +55,10 @@ class ManagedUpstream:
         env["IACCODE_A2A_HTTP_TOKEN"] = self.token
         if "IAC_CODE_AGUI_ALLOWED_CWDS" in env and "IACCODE_A2A_ALLOWED_CWDS" not in env:
             env["IACCODE_A2A_ALLOWED_CWDS"] = env["IAC_CODE_AGUI_ALLOWED_CWDS"]
-        self._process = subprocess.Popen(child_command(self.kind, self.port), env=env)
+        try:
+            self._process = subprocess.Popen(child_command(self.kind, self.port), env=env)
+        except OSError as exc:
+            raise ManagedUpstreamError(f"The local A2A process could not be started: {exc.strerror}.") from None
         deadline = time.monotonic() + ready_timeout_s
         while time.monotonic() < deadline:
             code = self._process.poll()
@@ -76,6 +80,25 @@ class ManagedUpstream:
                 return bool(response.status == 200)
         except (urllib.error.URLError, OSError):
             return False
+
+    def watch(self, on_exit: Callable[[], None], interval_s: float = 0.5) -> None:
+        """Call `on_exit` once if the child dies while it should be running (not after `stop`).
+
+        gunicorn's arbiter reaps every child of the master, so the exit is seen as poll() != None
+        (returncode 0 after ECHILD) rather than through a signal; a thread polling is enough.
+        """
+
+        def poll() -> None:
+            while True:
+                process = self._process
+                if process is None:
+                    return
+                if process.poll() is not None and self._process is process:
+                    on_exit()
+                    return
+                time.sleep(interval_s)
+
+        threading.Thread(target=poll, name="managed-upstream-watch", daemon=True).start()
 
     def stop(self) -> None:
         process, self._process = self._process, None

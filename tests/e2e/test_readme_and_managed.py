@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -62,3 +64,17 @@ def test_idle_shutdown_exits_gracefully_and_stops_the_managed_child(tmp_path: Pa
     while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(f"/proc/{child}").exists() or b"Z" in Path(f"/proc/{child}/stat").read_bytes().split(b")")[1][:3]
+
+
+def test_a_dead_managed_child_stops_the_server_with_status_1(tmp_path: Path) -> None:
+    """Every run would fail without the kernel: exit non-zero so systemd/Docker restart the service."""
+    server = BridgeServer(None, None, tmp_path / "state", tmp_path).start()
+    try:
+        child = server.managed_child_pid()
+        assert child is not None
+        os.kill(child, signal.SIGKILL)
+        assert server.process is not None and server.process.wait(30) == 1
+        server.process = None
+    finally:
+        server.stop()
+    assert "the managed A2A process exited" in server.log_path.read_text()

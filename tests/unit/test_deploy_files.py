@@ -1,0 +1,334 @@
+"""Cheap checks of the deployment files in deploy/, tied to the values the code actually uses.
+
+The real linters (hadolint, systemd-analyze, nginx -t, gixy-ng) run in scripts/lint-deploy; these tests pin the
+properties that keep streams alive and shutdowns clean, and fail when the code and the files drift apart.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import runpy
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agui_bridge import gunicorn_config
+from agui_bridge.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+STATE_DIR = "/var/lib/agui-bridge"
+#: `ManagedUpstream.stop` (agui_bridge/managed.py): SIGTERM, wait 5 s, then SIGKILL and wait 5 s.
+MANAGED_CHILD_STOP_S = 10
+TOKEN_VARIABLES = ("IAC_CODE_AGUI_AUTH_TOKEN", "IAC_CODE_AGUI_A2A_TOKEN")
+
+
+@pytest.fixture(scope="module")
+def default_gunicorn_settings() -> dict[str, object]:
+    """agui_bridge/gunicorn_config.py evaluated afresh without IAC_CODE_AGUI_* overrides (the shipped defaults)."""
+    saved = {key: os.environ.pop(key) for key in list(os.environ) if key.startswith("IAC_CODE_AGUI_")}
+    try:
+        return runpy.run_path(gunicorn_config.__file__)
+    finally:
+        os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def graceful_timeout_s(default_gunicorn_settings: dict[str, object]) -> int:
+    value = default_gunicorn_settings["graceful_timeout"]
+    assert isinstance(value, int) and value > 0
+    return value
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def duration_s(text: str) -> float:
+    """A systemd/nginx/compose duration ('60', '60s', '1min', '1m', '1h', '1m30s', '500ms') in seconds."""
+    units = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "": 1}
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text.strip().lower())
+    assert parts and "".join(n + u for n, u in parts) == text.strip().lower().replace(" ", ""), text
+    return sum(float(number) * units[unit] for number, unit in parts)
+
+
+def nginx_size_bytes(text: str) -> int:
+    units = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+    match = re.fullmatch(r"(\d+)([kmg]?)", text.lower())
+    assert match, text
+    return int(match.group(1)) * units[match.group(2)]
+
+
+def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, comments dropped and `\\` continuations joined."""
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if pending and line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        keyword, _, rest = line.partition(" ")
+        instructions.append((keyword.upper(), rest.strip()))
+    assert not pending, "Dockerfile ends inside a line continuation"
+    return instructions
+
+
+def final_stage(instructions: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    starts = [i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM"]
+    assert starts, "no FROM"
+    return instructions[starts[-1] :]
+
+
+def unit_entries(text: str) -> dict[str, list[tuple[str, str]]]:
+    """systemd unit as {section: [(key, value), ...]}, repeated keys kept in order."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], [])
+            continue
+        assert current is not None, f"key outside a section: {line}"
+        key, sep, value = line.partition("=")
+        assert sep, f"not a key=value line: {line}"
+        current.append((key.strip(), value.strip()))
+    return sections
+
+
+def nginx_directives(text: str) -> list[list[str]]:
+    """Every directive as its words (quotes resolved, comments dropped); blocks are flattened."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";{}")
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    directives: list[list[str]] = []
+    words: list[str] = []
+    for token in lexer:
+        if token and set(token) <= set(";{}"):
+            if words:
+                directives.append(words)
+            words = []
+        else:
+            words.append(token)
+    assert not words, f"unterminated directive: {words}"
+    return directives
+
+
+# ---------------------------------------------------------------- Dockerfile
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> list[tuple[str, str]]:
+    return dockerfile_instructions((DEPLOY / "Dockerfile").read_text(encoding="utf-8"))
+
+
+def test_dockerfile_runs_as_a_non_root_user(dockerfile: list[tuple[str, str]]) -> None:
+    users = [args for keyword, args in final_stage(dockerfile) if keyword == "USER"]
+    assert users, "the final stage has no USER: the image would run as root"
+    user = users[-1].split(":")[0]
+    assert user not in ("root", "0"), users[-1]
+
+
+def test_dockerfile_cmd_is_exec_form_agui_bridge_serve(dockerfile: list[tuple[str, str]]) -> None:
+    cmds = [args for keyword, args in final_stage(dockerfile) if keyword == "CMD"]
+    assert cmds, "no CMD"
+    argv = json.loads(cmds[-1])  # shell form is not JSON: SIGTERM would go to /bin/sh, not gunicorn
+    assert isinstance(argv, list) and all(isinstance(arg, str) for arg in argv)
+    assert argv[:2] == ["agui-bridge", "serve"]
+    assert argv[argv.index("--host") + 1] == "0.0.0.0"
+    assert argv[argv.index("--port") + 1] == "8000"
+    assert not [args for keyword, args in final_stage(dockerfile) if keyword == "ENTRYPOINT"]
+
+
+def test_dockerfile_healthcheck_probes_health_on_the_served_port(dockerfile: list[tuple[str, str]]) -> None:
+    checks = [args for keyword, args in final_stage(dockerfile) if keyword == "HEALTHCHECK"]
+    assert checks, "no HEALTHCHECK"
+    options, sep, command = checks[-1].partition(" CMD ")
+    assert sep, checks[-1]
+    argv = json.loads(command)
+    assert argv[:2] == ["python", "-c"], "slim images have no curl"
+    assert "http://127.0.0.1:8000/health" in argv[2]
+    start_period = re.search(r"--start-period=(\S+)", options)
+    assert start_period and duration_s(start_period.group(1)) >= 20, "managed child may take 20 s to be ready"
+    exposed = [args for keyword, args in final_stage(dockerfile) if keyword == "EXPOSE"]
+    assert exposed == ["8000"]
+
+
+def test_dockerfile_state_dir_is_a_volume(dockerfile: list[tuple[str, str]]) -> None:
+    stage = final_stage(dockerfile)
+    env = " ".join(args for keyword, args in stage if keyword == "ENV")
+    assert f"IAC_CODE_AGUI_STATE_DIR={STATE_DIR}" in env.split()
+    volumes = [path for keyword, args in stage if keyword == "VOLUME" for path in json.loads(args)]
+    assert STATE_DIR in volumes
+
+
+def test_dockerfile_stops_with_sigterm_and_bakes_no_token(dockerfile: list[tuple[str, str]]) -> None:
+    stage = final_stage(dockerfile)
+    assert [args for keyword, args in stage if keyword == "STOPSIGNAL"] == ["SIGTERM"]
+    for keyword, args in dockerfile:
+        if keyword in ("ENV", "ARG"):
+            assert not any(name in args for name in TOKEN_VARIABLES), args
+
+
+def test_dockerfile_copies_only_files_that_exist_and_the_ignore_file_lets_through(
+    dockerfile: list[tuple[str, str]],
+) -> None:
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").splitlines()
+    allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    assert "*" in ignore, "the ignore file is an allow-list: everything else stays out of the context"
+    copies = [args.split() for keyword, args in dockerfile if keyword == "COPY" and "--from=" not in args]
+    assert copies
+    for words in copies:
+        for source in words[:-1]:
+            assert (ROOT / source).exists(), f"COPY {source}: not in the repository root (build context)"
+            assert source.rstrip("/") in allowed, f"COPY {source}: excluded by deploy/Dockerfile.dockerignore"
+
+
+def test_dockerfile_installs_the_pinned_requirements_and_the_project(dockerfile: list[tuple[str, str]]) -> None:
+    runs = " ".join(args for keyword, args in dockerfile if keyword == "RUN")
+    assert "pip install --no-cache-dir -r requirements.txt ." in runs
+
+
+# ---------------------------------------------------------------- systemd unit
+
+
+@pytest.fixture(scope="module")
+def unit() -> dict[str, list[tuple[str, str]]]:
+    return unit_entries((DEPLOY / "agui-bridge.service").read_text(encoding="utf-8"))
+
+
+def service_value(unit: dict[str, list[tuple[str, str]]], key: str) -> str:
+    values = [value for k, value in unit["Service"] if k == key]
+    assert values, f"[Service] has no {key}="
+    return values[-1]
+
+
+def test_unit_waits_longer_than_the_gunicorn_drain(
+    unit: dict[str, list[tuple[str, str]]], graceful_timeout_s: int
+) -> None:
+    stop_s = duration_s(service_value(unit, "TimeoutStopSec"))
+    assert stop_s > graceful_timeout_s
+    # After the drain, `agui-bridge serve` still stops the managed child.
+    assert stop_s > graceful_timeout_s + MANAGED_CHILD_STOP_S
+    assert service_value(unit, "KillSignal") == "SIGTERM"
+    assert service_value(unit, "KillMode") == "mixed", "the managed child must outlive the drain"
+    assert service_value(unit, "Restart") == "on-failure"
+
+
+def test_unit_uses_sd_notify_which_gunicorn_sends(unit: dict[str, list[tuple[str, str]]]) -> None:
+    import gunicorn.arbiter
+
+    assert service_value(unit, "Type") == "notify"
+    assert service_value(unit, "NotifyAccess") == "main"
+    source = inspect.getsource(gunicorn.arbiter)
+    assert re.search(r"sd_notify\(\s*\"READY=1", source), "gunicorn no longer sends READY=1: use Type=simple"
+
+
+def test_unit_state_directory_and_environment(unit: dict[str, list[tuple[str, str]]]) -> None:
+    assert "agui-bridge" in service_value(unit, "StateDirectory").split()
+    environment = [value for key, value in unit["Service"] if key == "Environment"]
+    assert "IAC_CODE_AGUI_STATE_DIR=%S/agui-bridge" in environment
+    assert service_value(unit, "EnvironmentFile")
+    for value in environment:
+        assert not value.startswith(TOKEN_VARIABLES), "tokens belong in the EnvironmentFile, never in the unit"
+    assert service_value(unit, "ExecStart").split()[1:] == ["serve"]
+
+
+def test_unit_runs_unprivileged_and_hardened(unit: dict[str, list[tuple[str, str]]]) -> None:
+    keys = {key for key, _ in unit["Service"]}
+    assert "DynamicUser" in keys or service_value(unit, "User") not in ("root", "0")
+    expected = {
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "CapabilityBoundingSet": "",
+    }
+    for key, value in expected.items():
+        assert service_value(unit, key) == value, key
+    assert set(service_value(unit, "RestrictAddressFamilies").split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
+
+
+def test_env_example_sets_no_secret() -> None:
+    for line in (DEPLOY / "agui-bridge.env.example").read_text(encoding="utf-8").splitlines():
+        assert not line.strip() or line.lstrip().startswith("#"), f"example must only comment: {line}"
+
+
+# ---------------------------------------------------------------- nginx
+
+
+@pytest.fixture(scope="module")
+def nginx() -> list[list[str]]:
+    return nginx_directives((DEPLOY / "nginx" / "agui-bridge.conf").read_text(encoding="utf-8"))
+
+
+def nginx_values(nginx: list[list[str]], name: str) -> list[list[str]]:
+    return [words[1:] for words in nginx if words[0] == name]
+
+
+def test_nginx_streams_without_buffering(nginx: list[list[str]]) -> None:
+    assert nginx_values(nginx, "proxy_buffering") == [["off"]]
+    assert nginx_values(nginx, "proxy_cache") == [["off"]]
+    assert nginx_values(nginx, "gzip") == [["off"]]
+    assert nginx_values(nginx, "proxy_http_version") == [["1.1"]]
+    assert ["Connection", ""] in nginx_values(nginx, "proxy_set_header")
+    ignored = [header.lower() for values in nginx_values(nginx, "proxy_ignore_headers") for header in values]
+    assert "x-accel-buffering" not in ignored, "the bridge's X-Accel-Buffering: no must be honoured"
+
+
+def test_nginx_body_limit_matches_the_bridge(nginx: list[list[str]]) -> None:
+    (size,) = nginx_values(nginx, "client_max_body_size")
+    assert size == ["12m"]
+    assert nginx_size_bytes(size[0]) == Settings().max_request_bytes
+
+
+def test_nginx_read_timeout_exceeds_the_heartbeat(nginx: list[list[str]]) -> None:
+    (timeout,) = nginx_values(nginx, "proxy_read_timeout")
+    heartbeat_s = Settings().heartbeat_interval_s
+    assert duration_s(timeout[0]) > heartbeat_s
+    assert duration_s(timeout[0]) >= 10 * heartbeat_s, "a few lost heartbeats must not end a stream"
+
+
+def test_nginx_upstream_keepalive_closes_before_gunicorn(
+    nginx: list[list[str]], default_gunicorn_settings: dict[str, object]
+) -> None:
+    (timeout,) = nginx_values(nginx, "keepalive_timeout")
+    keepalive = default_gunicorn_settings["keepalive"]
+    assert isinstance(keepalive, int)
+    assert duration_s(timeout[0]) < keepalive
+
+
+# ---------------------------------------------------------------- compose
+
+
+def test_compose_grace_period_exceeds_the_drain(graceful_timeout_s: int) -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))
+    service = compose["services"]["agui-bridge"]
+    assert duration_s(service["stop_grace_period"]) > graceful_timeout_s + MANAGED_CHILD_STOP_S
+    assert service["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
+    assert f"agui-state:{STATE_DIR}" in service["volumes"]
+    for name in TOKEN_VARIABLES:
+        assert service.get("environment", {}).get(name, "${").startswith("${"), "tokens come from the host"
+
+
+def test_duration_parser() -> None:
+    assert duration_s("60") == 60
+    assert duration_s("60s") == 60
+    assert duration_s("1min") == 60
+    assert duration_s("1m30s") == 90
+    assert duration_s("3600s") == 3600
+    assert duration_s("500ms") == 0.5
+    with pytest.raises(AssertionError):
+        duration_s("soon")

@@ -16,7 +16,7 @@ from agui_bridge.runtime import select_runtime
 from agui_bridge.service import BridgeService
 from agui_bridge.settings import Settings, settings_from_env
 from agui_bridge.state.store import ThreadStore
-from agui_bridge.web import extension_api, health_api, run_api
+from agui_bridge.web import console_api, extension_api, health_api, run_api, status_api
 from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.web.http_errors import register_error_handlers
 
@@ -75,5 +75,8 @@ def create_app(settings: Settings | None = None) -> Flask:
         from agui_bridge.web import metrics_api
 
         app.register_blueprint(metrics_api.bp)
+    app.register_blueprint(status_api.bp)
+    if settings.console_enabled:
+        app.register_blueprint(console_api.bp)
     register_error_handlers(app, settings.default_language)
     return app

@@ -168,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.add_argument("--host", default="127.0.0.1")
     demo_parser.add_argument("--port", type=int, default=41242)
     demo_parser.set_defaults(handler=demo_agent)
+    from agui_bridge.chat import configure_parser as configure_chat_parser  # stdlib-only at import
+
+    configure_chat_parser(commands.add_parser("chat", help="terminal AG-UI client: stream a run, answer interrupts"))
     return parser
 
 

@@ -171,6 +171,10 @@ OPTIONS: tuple[Option, ...] = (
         "metrics", "METRICS", True, _boolean, "--metrics must be true or false.", "serve Prometheus /metrics",
     ),
     Option(
+        "console", "CONSOLE", False, _boolean, "--console must be true or false.",
+        "serve the web console at /console",
+    ),
+    Option(
         "log_level", "LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"),
         "--log-level must be debug, info, warning or error.", "debug, info, warning or error",
     ),

@@ -1,0 +1,55 @@
+"""The thread status extension (issue 7): what a client needs to pick a thread up again after a reload.
+
+`POST /extensions/iac-code/v1/threads/{threadId}/status` answers, for the caller of the thread's
+*current* execution, whether a run holds a live lease and which interrupts are pending, exactly as
+RUN_FINISHED announced them. It reads one lock-free snapshot (`ThreadStore.read`), writes nothing and
+sends nothing to A2A; the state file holds no message text, so neither does the answer.
+
+Matching is the cancellation extension's (behaviour.md 7): an unknown thread, or a rosInvocationId
+other than the current execution's, is 404 EXECUTION_NOT_FOUND with no distinct "forbidden" answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agui_bridge.errors import ExecutionNotFound, StateUnavailable
+from agui_bridge.projection.interrupts import build_interrupt
+from agui_bridge.state.model import PendingInterrupt, ThreadState, format_rfc3339_ms
+from agui_bridge.state.store import StateError, ThreadStore
+
+
+def announced_interrupt(entry: PendingInterrupt) -> dict[str, Any]:
+    """The AG-UI interrupt as RUN_FINISHED listed it; rebuilt from the value for entries that predate it."""
+    if entry.announced is not None:
+        return dict(entry.announced)
+    return build_interrupt(dict(entry.value), format_rfc3339_ms(entry.expires_at_ms))
+
+
+def status_of(state: ThreadState, ros_invocation_id: str, now_ms: int) -> dict[str, Any]:
+    """The answer for `state` (pure): 404 unless `ros_invocation_id` is the current execution's."""
+    execution = state.execution
+    if execution.ros_invocation_id != ros_invocation_id:
+        raise ExecutionNotFound()
+    lease = state.active_run
+    answer: dict[str, Any] = {
+        "threadId": state.thread_id,
+        "executionId": execution.execution_id,
+        "rosInvocationId": execution.ros_invocation_id,
+        "active": lease is not None and lease.expires_at_ms > now_ms,
+    }
+    if execution.task_id is not None:
+        answer["taskId"] = execution.task_id
+    answer["pending"] = [announced_interrupt(entry) for entry in execution.pending.values()]
+    return answer
+
+
+def thread_status(store: ThreadStore, thread_id: str, ros_invocation_id: str, now_ms: int) -> dict[str, Any]:
+    """Read the thread once and answer; state read errors are 503 STATE_UNAVAILABLE (D5)."""
+    try:
+        state = store.read(thread_id)
+    except StateError as exc:
+        raise StateUnavailable() from exc
+    if state is None:
+        raise ExecutionNotFound()
+    return status_of(state, ros_invocation_id, now_ms)

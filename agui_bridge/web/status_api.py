@@ -1,0 +1,39 @@
+"""`POST /extensions/iac-code/v1/threads/<threadId>/status`: the thread status extension (issue 7).
+
+Same checks, order, limits and error envelope as the cancellation extension (behaviour.md 7):
+language from Accept-Language, auth 401, media type 415, 64 KiB body limit 413, JSON 400, object
+400, then `rosInvocationId` (a non-empty string) 400. The answer is built by `runs.status`.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+
+from agui_bridge.errors import InvalidInput
+from agui_bridge.runs.status import thread_status
+from agui_bridge.web.context import get_service
+from agui_bridge.web.request_body import read_json_object
+from agui_bridge.wire.events import now_ms
+
+bp = Blueprint("iac_code_status", __name__)
+
+STATUS_PATH = "/extensions/iac-code/v1/threads/<path:thread_id>/status"
+
+
+@bp.post(STATUS_PATH)
+def thread_status_view(thread_id: str) -> Response:
+    service = get_service()
+    settings = service.settings
+    body = read_json_object(
+        settings,
+        min(settings.max_request_bytes, settings.max_cancel_bytes),
+        too_large_key="status_request_too_large",
+        invalid_json_key="status_invalid_json",
+        not_object_key="status_not_an_object",
+    )
+    ros_invocation_id = body.get("rosInvocationId")
+    if not isinstance(ros_invocation_id, str) or not ros_invocation_id:
+        raise InvalidInput("status_ros_required", field="/rosInvocationId")
+    response = jsonify(thread_status(service.store, thread_id, ros_invocation_id, now_ms()))
+    response.headers["Cache-Control"] = "no-store"
+    return response

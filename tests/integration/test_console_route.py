@@ -1,0 +1,88 @@
+"""`GET /console` (issue 7): off by default; when on, three static files with a strict CSP and no CORS."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+from flask.testing import FlaskClient
+
+from agui_bridge.app import create_app
+from agui_bridge.settings import Settings, settings_from_env
+
+PAGES = {
+    "/console": "text/html; charset=utf-8",
+    "/console/static/console.css": "text/css; charset=utf-8",
+    "/console/static/console.js": "text/javascript; charset=utf-8",
+}
+
+
+@pytest.fixture
+def console(settings: Settings) -> FlaskClient:
+    return create_app(settings.replace(console_enabled=True)).test_client()
+
+
+@pytest.mark.parametrize("path", [*PAGES, "/console/static/nope.js"])
+def test_the_console_is_404_unless_enabled(client: FlaskClient, path: str) -> None:
+    answer = client.get(path)
+    assert answer.status_code == 404
+    assert answer.mimetype == "text/plain"
+
+
+@pytest.mark.parametrize(("path", "content_type"), PAGES.items())
+def test_files_and_security_headers(console: FlaskClient, path: str, content_type: str) -> None:
+    answer = console.get(path, headers={"Origin": "https://evil.example"})
+    assert answer.status_code == 200
+    assert answer.headers["Content-Type"] == content_type
+    csp = answer.headers["Content-Security-Policy"]
+    assert "default-src 'self'" in csp
+    assert "frame-ancestors 'none'" in csp
+    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    assert answer.headers["X-Content-Type-Options"] == "nosniff"
+    assert answer.headers["Referrer-Policy"] == "no-referrer"
+    assert not [name for name, _ in answer.headers if name.lower().startswith("access-control-")]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/console/static/index.htm", "/console/static/..%2F__init__.py", "/console/static/", "/console/static/x/../x"],
+)
+def test_only_the_allow_listed_files_are_served(console: FlaskClient, path: str) -> None:
+    assert console.get(path).status_code == 404
+
+
+def test_the_page_has_no_inline_script_or_style(console: FlaskClient) -> None:
+    html = console.get("/console").get_data(as_text=True)
+    assert re.search(r"<script[^>]*>\s*[^<\s]", html) is None  # every script is an external file
+    assert " style=" not in html and "<style" not in html and "javascript:" not in html
+    assert '<script type="module" src="console/static/console.js"></script>' in html
+    assert 'href="console/static/console.css"' in html
+
+
+def test_the_module_keeps_the_token_out_of_urls_and_the_dom(console: FlaskClient) -> None:
+    js = console.get("/console/static/console.js").get_data(as_text=True)
+    assert "innerHTML" not in js and "outerHTML" not in js and "insertAdjacentHTML" not in js
+    assert "localStorage" not in js and "document.cookie" not in js
+    assert "sessionStorage.setItem(TOKEN_KEY" in js
+    assert "Authorization = `Bearer ${token}`" in js
+    write_query = js.split("function writeQuery()", 1)[1].split("\n}\n", 1)[0]
+    assert 'query.set("threadId"' in write_query and "token" not in write_query.lower()
+
+
+def test_the_files_are_package_data() -> None:
+    static = resources.files("agui_bridge.console").joinpath("static")
+    assert sorted(p.name for p in static.iterdir() if not p.name.startswith(".")) == [
+        "console.css",
+        "console.js",
+        "index.html",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "enabled"),
+    [(None, False), ("1", True), ("true", True), ("YES", True), ("on", True), ("0", False), ("false", False)],
+)
+def test_console_setting_from_the_environment(value: str | None, enabled: bool) -> None:
+    environ = {} if value is None else {"IAC_CODE_AGUI_CONSOLE": value}
+    assert settings_from_env(environ).console_enabled is enabled

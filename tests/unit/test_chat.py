@@ -1,0 +1,154 @@
+"""`agui-bridge chat` pieces that need no server: options, questions from schemas, answers, expiry."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from agui_bridge import chat
+from agui_bridge.chat import ChatUsageError, answer_payload, expires_in, options_from_args, question_for
+from agui_bridge.cli import build_parser, main
+from agui_bridge.projection.interrupts import build_interrupt
+
+PERMISSION = build_interrupt(
+    {
+        "kind": "permission",
+        "inputId": "permission-1",
+        "toolUseId": "tool-1",
+        "toolName": "write_file",
+        "title": "Change a workspace file",
+        "prompt": "Write /workspace/x.yaml. Allow once?",
+        "target": "/workspace/x.yaml",
+        "options": [{"id": "allow_once", "label": "Allow once"}, {"id": "deny", "label": "Deny"}],
+    },
+    "2026-01-01T00:09:00.000Z",
+)
+QUESTION = build_interrupt(
+    {
+        "kind": "ask_user_question",
+        "inputId": "question-1",
+        "prompt": "Which instance size should I use?",
+        "options": [{"id": "small", "label": "Small (2 vCPU)"}, {"id": "large", "label": "Large (8 vCPU)"}],
+        "allowFreeText": True,
+        "freeTextPrompt": "Or type another size",
+    },
+    "2026-01-01T00:09:00.000Z",
+)
+SELECTION = build_interrupt(
+    {"kind": "candidate_selection", "inputId": "selection-1", "options": [{"candidate_index": 0, "name": "A"}]},
+    "2026-01-01T00:09:00.000Z",
+)
+FREE_ONLY = build_interrupt({"kind": "ask_user_question", "inputId": "q-2", "prompt": "Name?"}, "2026-01-01T00:00Z")
+UNKNOWN_SCHEMA: dict[str, Any] = {"id": "x-1", "reason": "input_required", "message": "?", "responseSchema": {}}
+
+
+def test_permission_question() -> None:
+    question = question_for(PERMISSION)
+    assert question.interrupt_id == "permission-1"
+    assert question.title == "Change a workspace file"
+    assert question.text == "Write /workspace/x.yaml. Allow once?"
+    assert [c.label for c in question.choices] == ["Allow once", "Deny"]
+    assert [c.payload for c in question.choices] == [{"decision": "allow_once"}, {"decision": "deny"}]
+    assert ("tool", "write_file") in question.facts and ("target", "/workspace/x.yaml") in question.facts
+    assert not question.free_text and not question.raw_json
+
+
+def test_question_with_options_and_free_text() -> None:
+    question = question_for(QUESTION)
+    assert question.text == "Which instance size should I use?"  # the options are numbered, not repeated
+    assert [c.label for c in question.choices] == ["Small (2 vCPU)", "Large (8 vCPU)"]
+    assert question.free_text and question.free_text_prompt == "Or type another size"
+
+
+@pytest.mark.parametrize(
+    ("interrupt", "typed", "payload"),
+    [
+        (PERMISSION, "1\n", {"decision": "allow_once"}),
+        (PERMISSION, " 2 ", {"decision": "deny"}),
+        (PERMISSION, "allow_once", {"decision": "allow_once"}),
+        (PERMISSION, "Allow Once", {"decision": "allow_once"}),
+        (PERMISSION, "3", None),
+        (PERMISSION, "yes", None),
+        (PERMISSION, "", None),
+        (QUESTION, "2", {"selectedId": "large"}),
+        (QUESTION, "small", {"selectedId": "small"}),
+        (QUESTION, "large (8 vcpu)", {"selectedId": "large"}),
+        (QUESTION, "medium please", {"freeText": "medium please"}),
+        (QUESTION, "   \n", None),
+        (SELECTION, "1", {"selectedId": "0"}),
+        (SELECTION, "a", {"selectedId": "0"}),
+        (SELECTION, "something else", None),
+        (FREE_ONLY, "Ada", {"freeText": "Ada"}),
+        (UNKNOWN_SCHEMA, '{"answer": 1}', {"answer": 1}),
+        (UNKNOWN_SCHEMA, "[1]", None),
+        (UNKNOWN_SCHEMA, "nope", None),
+    ],
+)
+def test_answer_payload(interrupt: dict[str, Any], typed: str, payload: dict[str, Any] | None) -> None:
+    assert answer_payload(question_for(interrupt), typed) == payload
+
+
+def test_expires_in() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert expires_in("2026-01-01T00:09:00.000Z", now) == "9m00s"
+    assert expires_in("2026-01-01T00:00:05.500Z", now) == "0m05s"
+    assert expires_in("2025-12-31T23:59:59.000Z", now) == "expired"
+    assert expires_in("soon", now) is None
+    assert expires_in(None, now) is None
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["chat", *argv])
+
+
+def test_options_defaults_and_flags(tmp_path: Any) -> None:
+    options = options_from_args(parse("hello"), {})
+    assert options.url == chat.DEFAULT_URL and options.token is None and not options.json_mode
+    assert options.message == "hello" and options.ros_invocation_id.startswith("chat-")
+    options = options_from_args(
+        parse("--url", "http://h:1", "--thread", "t-1", "--ros", "r-1", "--cwd", str(tmp_path), "--json", "hi"),
+        {"IAC_CODE_AGUI_AUTH_TOKEN": "s3cret"},
+    )
+    assert (options.url, options.thread_id, options.ros_invocation_id, options.cwd) == (
+        "http://h:1/",
+        "t-1",
+        "r-1",
+        str(tmp_path),
+    )
+    assert options.token == "s3cret" and options.json_mode
+    assert options_from_args(parse("--token-env", "MY_TOKEN", "hi"), {"MY_TOKEN": "t"}).token == "t"
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ"),
+    [
+        (("--url", "ftp://h/", "hi"), {}),
+        (("--url", "http://h/?token=x", "hi"), {}),
+        (("--url", "nohost", "hi"), {}),
+        (("--token-env", "MISSING", "hi"), {}),
+        (("  ",), {}),
+    ],
+)
+def test_usage_errors(argv: tuple[str, ...], environ: dict[str, str]) -> None:
+    with pytest.raises(ChatUsageError):
+        options_from_args(parse(*argv), environ)
+
+
+def test_usage_errors_exit_2_and_never_print_the_token(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["chat", "--url", "ftp://h/", "hi"]) == 2
+    assert "--url" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["chat"])  # the message is required: argparse's usage error
+    assert exit_info.value.code == 2
+
+
+def test_printer_uses_ansi_only_when_asked() -> None:
+    plain, colored = io.StringIO(), io.StringIO()
+    chat.Printer(plain, io.StringIO(), color=False).write("x", "2")
+    chat.Printer(colored, io.StringIO(), color=True).write("x", "2")
+    assert plain.getvalue() == "x"
+    assert colored.getvalue() == "\x1b[2mx\x1b[0m"

@@ -10,6 +10,11 @@ Adding a step kind means: a dataclass in ``scenarios``, one ``case`` in ``_Turn.
 ``Ask`` step returns ``_Flow.SUSPEND``: ``DemoAgentExecutor`` emits INPUT_REQUIRED with
 ``metadata.iac_code.input`` and parks the script in ``_waits``; ``execute`` resumes it once every
 input is answered instead of starting a new script (matching rules: demo/README.md "Interrupts").
+
+Pipeline steps become envelopes numbered by a per-task ``PipelineRun`` (which keeps every envelope
+for ``/iac-code/pipeline/state``). ``WaitSideband`` blocks inside ``execute`` on a future that
+``take_sideband_answer`` (called by the server for a unary ``SendMessage``) resolves, so the turn
+goes on in the background while the answer's request returns at once (README "Pipeline").
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import asyncio
 import copy
 import enum
 import json
+import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -129,6 +136,22 @@ PAYLOAD_MISMATCH = "Permission response payload fields do not match schemaVersio
 NOT_ACTIVE = "permission_resume_invalid: pending permission is not active."
 #: Marker in a user text that makes ``ensure-restored`` answer 409 for that turn's session.
 BACKUP_NOT_READY_MARKER = "[backup_not_ready]"
+#: ``extensionUri`` of every Pipeline envelope.
+PIPELINE_EXTENSION_URI = "https://iac-code.dev/extensions/pipeline/v1"
+#: How many of the latest envelopes ``GetTask`` shows (``metadata.iac_code.pipelineBatch``).
+PIPELINE_TASK_SUFFIX = 16
+#: After a sideband answer the turn waits this long for a ``SubscribeToTask`` before it goes on, so
+#: the follower sees every later event (the kernel goes on at once; see README "Pipeline").
+SIDEBAND_SUBSCRIBE_GRACE = 3.0
+#: Pipeline-level ``status`` after these event types (the snapshot's ``status``).
+_RUN_STATUS = {
+    "pipeline_started": "running",
+    "input_required": "waiting_input",
+    "permission_requested": "waiting_permission",
+    "input_received": "running",
+    "pipeline_completed": "completed",
+    "pipeline_error": "failed",
+}
 
 
 @dataclass
@@ -146,6 +169,8 @@ class _Wait:
 
     script: sc.Script
     inputs: list[_Pending]
+    #: The ``input_required`` envelope template of a Pipeline ``Ask`` (coordinates of the answer).
+    pipeline: sc.PipelineEvent | None = None
 
     def open_inputs(self) -> list[_Pending]:
         return [p for p in self.inputs if p.answer is None]
@@ -200,16 +225,192 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _message_metadata_cwd(message: Message | None) -> str | None:
-    """``metadata.iac_code.cwd`` of the user message, if it is a string."""
+def _rfc3339(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _hex_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+@dataclass
+class PipelineRun:
+    """One task's Pipeline run: numbering, run ids, every envelope sent, and the snapshot state."""
+
+    task_id: str
+    context_id: str
+    session_id: str
+    name: str = sc.PIPELINE_NAME
+    run_id: str = field(default_factory=lambda: _hex_id("prun"))
+    sequence: int = 0
+    status: str = "running"
+    events: list[dict[str, Any]] = field(default_factory=list)
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    candidates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    candidate_steps: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    open_steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending_inputs: list[str] = field(default_factory=list)
+    selected: str | None = None
+    current_step: str | None = None
+    updated_at: str = field(default_factory=lambda: _rfc3339(_now()))
+
+    def _step_run(self, step: sc.PipelineStep, start: bool) -> dict[str, Any]:
+        known = self.steps.get(step.id)
+        if known is None or start:
+            attempt = known["attempt"] + 1 if known is not None else 1
+            known = {
+                "id": step.id,
+                "runId": _hex_id("srun"),
+                "attempt": attempt,
+                "index": step.index,
+                "total": step.total,
+            }
+            self.steps[step.id] = {**known, "status": "pending"}
+        return {k: self.steps[step.id][k] for k in ("id", "runId", "attempt", "index", "total")}
+
+    def _candidate_run(self, candidate_id: str, start: bool) -> dict[str, Any]:
+        known = self.candidates.get(candidate_id)
+        if known is None or start:
+            known = {"id": candidate_id, "runId": _hex_id("crun"), "status": "pending"}
+            self.candidates[candidate_id] = known
+        return {"id": candidate_id, "runId": known["runId"]}
+
+    def _candidate_step_run(self, candidate_id: str, step_id: str, start: bool) -> dict[str, Any]:
+        key = (candidate_id, step_id)
+        known = self.candidate_steps.get(key)
+        if known is None or start:
+            known = {"id": step_id, "runId": _hex_id("csrun"), "candidateId": candidate_id, "status": "pending"}
+            self.candidate_steps[key] = known
+        return {"id": step_id, "runId": known["runId"]}
+
+    def envelope(self, event: sc.PipelineEvent, **extra: Any) -> dict[str, Any]:
+        """Number ``event`` and record it; ``extra`` adds top-level keys (``data`` is merged)."""
+        kind = event.event_type
+        self.sequence += 1
+        now = _now()
+        envelope: dict[str, Any] = {
+            "schemaVersion": 1,
+            "extensionUri": PIPELINE_EXTENSION_URI,
+            "eventId": _hex_id("evt"),
+            "sequence": self.sequence,
+            "createdAt": _rfc3339(now),
+            "eventType": kind,
+            "scope": event.scope,
+            "pipelineRunId": self.run_id,
+            "taskId": self.task_id,
+            "contextId": self.context_id,
+            "pipelineName": self.name,
+            "status": event.status or sc.default_status(kind),
+            "data": {**copy.deepcopy(event.data), **copy.deepcopy(extra.pop("data", {}))},
+            "iacCodeSessionId": self.session_id,
+        }
+        if event.step is not None:
+            envelope["step"] = self._step_run(event.step, kind == "step_started")
+        if event.candidate is not None:
+            envelope["candidate"] = self._candidate_run(event.candidate, kind == "candidate_started")
+            if event.candidate_step is not None:
+                started = kind == "candidate_step_started"
+                envelope["candidateStep"] = self._candidate_step_run(event.candidate, event.candidate_step, started)
+        envelope.update(copy.deepcopy(extra))
+        self._track(envelope)
+        self.updated_at = envelope["createdAt"]
+        self.events.append(envelope)
+        return copy.deepcopy(envelope)
+
+    def _track(self, envelope: dict[str, Any]) -> None:
+        """Update the snapshot state (open steps as the bridge keys them, behaviour.md 5.6)."""
+        kind = envelope["eventType"]
+        step = envelope.get("step")
+        candidate = envelope.get("candidate")
+        candidate_step = envelope.get("candidateStep")
+        self.status = _RUN_STATUS.get(kind, self.status)
+        if kind in ("step_started", "step_completed", "step_failed") and step is not None:
+            self.steps[step["id"]]["status"] = envelope["status"]
+            key = f"step:{step['id']}"
+            if kind == "step_started":
+                self.current_step = step["id"]
+                self.open_steps[key] = {"key": key, "scope": "step", "stepId": step["id"], "runId": step["runId"]}
+            else:
+                self.open_steps.pop(key, None)
+        if kind.startswith("candidate_step_") and candidate is not None and candidate_step is not None:
+            self.candidate_steps[(candidate["id"], candidate_step["id"])]["status"] = envelope["status"]
+            key = f"candidate:{candidate['id']}:{candidate_step['id']}"
+            if kind == "candidate_step_started":
+                self.open_steps[key] = {
+                    "key": key,
+                    "scope": "candidate_step",
+                    "stepId": candidate_step["id"],
+                    "runId": candidate_step["runId"],
+                    "candidateId": candidate["id"],
+                    "candidateRunId": candidate["runId"],
+                }
+            else:
+                self.open_steps.pop(key, None)
+        if kind in ("candidate_started", "candidate_completed", "candidate_failed") and candidate is not None:
+            self.candidates[candidate["id"]]["status"] = envelope["status"]
+            if "name" in envelope["data"]:
+                self.candidates[candidate["id"]]["name"] = envelope["data"]["name"]
+        if kind == "candidate_selected" and candidate is not None:
+            self.selected = candidate["id"]
+        input_id = envelope["data"].get("inputId")
+        if kind in ("input_required", "permission_requested") and isinstance(input_id, str):
+            self.pending_inputs.append(input_id)
+        if kind == "input_received" and input_id in self.pending_inputs:
+            self.pending_inputs.remove(input_id)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The ``snapshot`` object of ``/iac-code/pipeline/state``."""
+        return {
+            "schemaVersion": 1,
+            "extensionUri": PIPELINE_EXTENSION_URI,
+            "pipelineRunId": self.run_id,
+            "pipelineName": self.name,
+            "taskId": self.task_id,
+            "contextId": self.context_id,
+            "iacCodeSessionId": self.session_id,
+            "status": self.status,
+            "lastSequence": self.sequence,
+            "updatedAt": self.updated_at,
+            "currentStep": self.current_step,
+            "openSteps": [copy.deepcopy(self.open_steps[key]) for key in sorted(self.open_steps)],
+            "steps": copy.deepcopy(list(self.steps.values())),
+            "candidates": copy.deepcopy(list(self.candidates.values())),
+            "selectedCandidate": self.selected,
+            "pendingInputs": list(self.pending_inputs),
+        }
+
+    def state(self, after_sequence: int) -> dict[str, Any]:
+        """The ``/iac-code/pipeline/state`` body: the snapshot and every envelope after the cursor."""
+        events = [copy.deepcopy(e) for e in self.events if e["sequence"] > after_sequence]
+        return {"snapshot": self.snapshot(), "events": events}
+
+
+def _message_metadata_str(message: Message | None, *keys: str) -> str | None:
+    """The first non-empty string ``metadata.iac_code.<key>`` of the user message."""
     if message is None:
         return None
     try:
         iac = message.metadata["iac_code"]
-        cwd = iac["cwd"]
     except (KeyError, TypeError, ValueError):
         return None
-    return cwd if isinstance(cwd, str) and cwd else None
+    for key in keys:
+        try:
+            value = iac[key]
+        except (KeyError, TypeError, ValueError):
+            continue
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _message_metadata_cwd(message: Message | None) -> str | None:
+    """``metadata.iac_code.cwd`` of the user message, if it is a string."""
+    return _message_metadata_str(message, "cwd")
+
+
+def _message_run_mode(message: Message | None) -> str | None:
+    """``metadata.iac_code.run_mode`` (``runMode`` accepted too) of the user message."""
+    return _message_metadata_str(message, "run_mode", "runMode")
 
 
 @dataclass
@@ -226,6 +427,37 @@ class _Turn:
     text: list[str] = field(default_factory=list)
     #: ``tool.artifact`` objects of artifacts produced for a tool, by toolUseId.
     tool_artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The executor's Pipeline runs by taskId (shared), and its hook run after new envelopes.
+    pipelines: dict[str, PipelineRun] = field(default_factory=dict)
+    on_pipeline: Callable[[str], None] | None = None
+
+    def pipeline_run(self) -> PipelineRun:
+        """This task's Pipeline run (created by its first envelope; one per task)."""
+        run = self.pipelines.get(self.task_id)
+        if run is None:
+            run = PipelineRun(self.task_id, self.context_id, self.session_id)
+            self.pipelines[self.task_id] = run
+        return run
+
+    async def pipeline_status(
+        self,
+        events: Sequence[sc.PipelineEvent],
+        *,
+        batch: bool = False,
+        envelope_extra: dict[str, Any] | None = None,
+        **iac_code: Any,
+    ) -> list[dict[str, Any]]:
+        """A WORKING status with ``pipeline`` (one envelope) or ``pipelineBatch`` (``batch``)."""
+        run = self.pipeline_run()
+        envelopes = [run.envelope(event, **copy.deepcopy(envelope_extra or {})) for event in events]
+        if self.on_pipeline is not None:
+            self.on_pipeline(self.task_id)
+        if batch:
+            iac_code["pipelineBatch"] = {"events": envelopes}
+        else:
+            (iac_code["pipeline"],) = envelopes
+        await self.status(TaskState.TASK_STATE_WORKING, **iac_code)
+        return envelopes
 
     @property
     def is_cancelled(self) -> bool:
@@ -289,15 +521,11 @@ class _Turn:
                     tool["artifact"] = self.tool_artifacts.pop(tool_use_id)
                 await self.status(working, tool=tool)
             case sc.Usage():
-                usage = {
-                    "inputTokens": step.input_tokens,
-                    "outputTokens": step.output_tokens,
-                    "totalTokens": step.input_tokens + step.output_tokens,
-                    "cachedInputTokens": step.cached_input_tokens,
-                    "provider": step.provider,
-                    "model": step.model,
-                }
-                await self.status(working, usage=usage)
+                await self.status(working, usage=step.fields())
+            case sc.PipelineEvent():
+                await self.pipeline_status([step])
+            case sc.PipelineBatch(events=events):
+                await self.pipeline_status(events, batch=True)
             case sc.Artifact():
                 event, meta = self.artifact_event(step)
                 if step.tool_use_id is not None:
@@ -349,11 +577,23 @@ class _Turn:
         return event, meta
 
 
+@dataclass
+class _Sideband:
+    """A Pipeline permission wait inside a running turn (``WaitSideband``)."""
+
+    pending: _Pending
+    context_id: str
+    event: sc.PipelineEvent
+    answer: asyncio.Future[str]
+
+
 class DemoAgentExecutor(AgentExecutor):
     """Runs one scripted turn per message; sessions are per contextId, like the kernel's.
 
     A script that yields ``Ask`` is parked on its task (``_waits``) after INPUT_REQUIRED; the next
-    message on that task is matched against the pending inputs (see ``execute``).
+    message on that task is matched against the pending inputs (see ``execute``). A script that
+    yields ``WaitSideband`` stays inside its ``execute`` call (``_sidebands``) until
+    ``take_sideband_answer`` resolves it.
     """
 
     def __init__(self, flow: FlowControl | None = None) -> None:
@@ -370,6 +610,14 @@ class DemoAgentExecutor(AgentExecutor):
         self._executions: dict[str, str] = {}
         self._backup_not_ready: set[str] = set()
         self._instance_id = f"instance-{uuid.uuid4().hex}"
+        #: Pipeline runs by taskId; every envelope stays here for ``/iac-code/pipeline/state``.
+        self.pipelines: dict[str, PipelineRun] = {}
+        self._sidebands: dict[str, _Sideband] = {}
+        #: inputIds of accepted sideband answers, per task (a repeat is a no-op).
+        self._sideband_answered: dict[str, set[str]] = {}
+        #: Open ``SubscribeToTask`` streams per task (a sideband answer waits for one).
+        self._subscribers: dict[str, int] = {}
+        self.sideband_grace = SIDEBAND_SUBSCRIBE_GRACE
 
     def session_id(self, context_id: str) -> str:
         """The ``iacCodeSessionId`` of a context: a uuid4 chosen on first sight, then stable."""
@@ -384,6 +632,68 @@ class DemoAgentExecutor(AgentExecutor):
     def is_running(self, task_id: str) -> bool:
         """True while a turn of ``task_id`` is executing (``SubscribeToTask`` is allowed)."""
         return task_id in self._running
+
+    def pipeline_state(self, task_id: str, after_sequence: int) -> dict[str, Any] | None:
+        """``/iac-code/pipeline/state`` of a task: snapshot + envelopes after the cursor; None if none."""
+        run = self.pipelines.get(task_id)
+        return run.state(after_sequence) if run is not None else None
+
+    def subscriber_attached(self, task_id: str) -> None:
+        """A ``SubscribeToTask`` stream of ``task_id`` now receives live events."""
+        self._subscribers[task_id] = self._subscribers.get(task_id, 0) + 1
+
+    def subscriber_detached(self, task_id: str) -> None:
+        """A ``SubscribeToTask`` stream of ``task_id`` ended."""
+        left = self._subscribers.get(task_id, 0) - 1
+        if left > 0:
+            self._subscribers[task_id] = left
+        else:
+            self._subscribers.pop(task_id, None)
+
+    def take_sideband_answer(self, message: Message) -> str | None:
+        """Apply a permission answer to the running turn's sideband wait; its taskId if taken.
+
+        ``None`` when the message is not an answer to an open (or already accepted) sideband
+        permission: the caller then handles it as an ordinary message. A repeated answer to an
+        accepted sideband permission is taken as a no-op. Raises ``InvalidParamsError`` like
+        ``validate_answer`` (schema) and for a contextId that is not the task's.
+        """
+        payload = permission_payload(message)
+        if payload is None:
+            return None
+        if not _payload_matches_schema(payload):
+            raise InvalidParamsError(message=PAYLOAD_MISMATCH)
+        task_id = message.task_id
+        input_id = str(payload["inputId"])
+        if input_id in self._sideband_answered.get(task_id, set()):
+            return task_id
+        sideband = self._sidebands.get(task_id)
+        if sideband is None or sideband.pending.projection["inputId"] != input_id:
+            return None
+        if message.context_id and message.context_id != sideband.context_id:
+            raise InvalidParamsError(
+                message=f"Context {message.context_id} does not match context {sideband.context_id} of task {task_id}"
+            )
+        if payload["requestTaskId"] != task_id or payload["toolUseId"] != sideband.pending.projection.get("toolUseId"):
+            raise InvalidParamsError(message=NOT_ACTIVE)
+        sideband.pending.answer = str(payload["decision"])
+        self._sideband_answered.setdefault(task_id, set()).add(input_id)
+        self._answered.setdefault(task_id, {})[input_id] = self._received(sideband.pending)
+        if task_id in self.task_metadata:
+            # As the kernel's snapshot after a sideband answer: an explicit empty list.
+            self.task_metadata[task_id]["pendingPermissions"] = []
+            self.task_metadata[task_id]["executionControl"]["executionStatus"] = "working"
+        if not sideband.answer.done():
+            sideband.answer.set_result(sideband.pending.answer)
+        return task_id
+
+    def _sync_pipeline_overlay(self, task_id: str) -> None:
+        """Keep the latest envelopes in the task-level metadata ``GetTask`` shows."""
+        run = self.pipelines.get(task_id)
+        if run is None:
+            return
+        meta = self.task_metadata.setdefault(task_id, {"iacCodeSessionId": run.session_id})
+        meta["pipelineBatch"] = {"events": copy.deepcopy(run.events[-PIPELINE_TASK_SUFFIX:])}
 
     def validate_answer(self, message: Message) -> None:
         """Reject a permission answer the way the kernel does, before any stream starts.
@@ -422,6 +732,8 @@ class DemoAgentExecutor(AgentExecutor):
             flow=self.flow,
             cancelled=self._cancelled,
             cwd=_message_metadata_cwd(context.message),
+            pipelines=self.pipelines,
+            on_pipeline=self._sync_pipeline_overlay,
         )
         self._running.add(task_id)
         try:
@@ -449,7 +761,7 @@ class DemoAgentExecutor(AgentExecutor):
                 )
             await turn.status(TaskState.TASK_STATE_SUBMITTED, timestamp=True)
             await turn.status(TaskState.TASK_STATE_WORKING, timestamp=True)
-            scenario = sc.select_scenario(text)
+            scenario = sc.select_scenario(text, _message_run_mode(context.message))
             if wait is not None and scenario.name in sc.INTERRUPT_SCENARIOS:
                 # Guidance while a permission waits: a normal turn that cannot park a second script.
                 scenario = sc.PLAIN
@@ -465,13 +777,16 @@ class DemoAgentExecutor(AgentExecutor):
                 step = script.send(outcome)
             except StopIteration:
                 return
+            outcome = None
+            if isinstance(step, sc.WaitSideband):
+                outcome = await self._wait_sideband(turn, step)
+                continue
             flow = await turn.run_step(step)
             if flow is _Flow.STOP:
                 return
             if flow is _Flow.SUSPEND and isinstance(step, sc.Ask):
                 await self._ask(turn, script, step)
                 return
-            outcome = None
 
     def _projection(self, turn: _Turn, request: sc.InputRequest) -> dict[str, Any]:
         """The kernel's unified input projection (``metadata.iac_code.input``)."""
@@ -496,7 +811,7 @@ class DemoAgentExecutor(AgentExecutor):
         projection.update(copy.deepcopy(request.fields))
         return projection
 
-    def _execution_control(self, turn: _Turn) -> dict[str, Any]:
+    def _execution_control(self, turn: _Turn, status: str = "input-required") -> dict[str, Any]:
         """``executionControl`` as ``GetTask`` shows it for a waiting task (``iac-b2``)."""
         return {
             "phase": "running",
@@ -517,7 +832,7 @@ class DemoAgentExecutor(AgentExecutor):
             "executionId": self._executions.setdefault(turn.task_id, f"exec-{uuid.uuid4().hex}"),
             "contextId": turn.context_id,
             "revision": 0,
-            "executionStatus": "input-required",
+            "executionStatus": status,
             "backup": {"status": "not_requested"},
         }
 
@@ -538,8 +853,11 @@ class DemoAgentExecutor(AgentExecutor):
         return meta
 
     async def _ask(self, turn: _Turn, script: sc.Script, step: sc.Ask) -> None:
-        """INPUT_REQUIRED with the input projection(s), then park the script on the task."""
-        wait = _Wait(script, [_Pending(r, self._projection(turn, r)) for r in step.requests])
+        """INPUT_REQUIRED with the input projection(s), then park the script on the task.
+
+        A Pipeline ``Ask`` first sends its ``input_required`` envelope (WORKING) with the projection.
+        """
+        wait = _Wait(script, [_Pending(r, self._projection(turn, r)) for r in step.requests], step.pipeline)
         self._waits[turn.task_id] = wait
         meta = self._wait_metadata(turn, wait)
         self.task_metadata[turn.task_id] = {
@@ -547,7 +865,69 @@ class DemoAgentExecutor(AgentExecutor):
             **copy.deepcopy(meta),
             "executionControl": self._execution_control(turn),
         }
+        self._sync_pipeline_overlay(turn.task_id)
+        if step.pipeline is not None:
+            first = wait.inputs[0].projection
+            extra = {"data": self._input_data(wait.inputs[0]), "input": first}
+            await turn.pipeline_status([step.pipeline], envelope_extra=extra)
         await turn.status(TaskState.TASK_STATE_INPUT_REQUIRED, **meta)
+
+    @staticmethod
+    def _input_data(pending: _Pending) -> dict[str, Any]:
+        """``data`` keys naming the input of an ``input_required``/``permission_requested`` envelope."""
+        data: dict[str, Any] = {"inputId": pending.projection["inputId"], "kind": pending.request.kind}
+        if pending.request.tool_use_id is not None:
+            data["toolUseId"] = pending.request.tool_use_id
+        return data
+
+    @staticmethod
+    def _received(pending: _Pending) -> dict[str, Any]:
+        """``inputReceived`` of an answered input (as ``iac-c-resume-allow.sse``)."""
+        received: dict[str, Any] = {"kind": pending.request.kind, "inputId": pending.projection["inputId"]}
+        if pending.request.tool_use_id is not None:
+            received["toolUseId"] = pending.request.tool_use_id
+        return received
+
+    async def _input_received_envelope(self, turn: _Turn, template: sc.PipelineEvent, pending: _Pending) -> None:
+        """The Pipeline ``input_received`` envelope, at the coordinates where the input was asked."""
+        received = sc.PipelineEvent(
+            "input_received",
+            template.scope,
+            step=template.step,
+            candidate=template.candidate,
+            candidate_step=template.candidate_step,
+        )
+        data = {**self._input_data(pending), "answer": pending.answer}
+        await turn.pipeline_status([received], envelope_extra={"data": data})
+
+    async def _wait_sideband(self, turn: _Turn, step: sc.WaitSideband) -> tuple[str, ...]:
+        """WORKING with ``pendingPermissions`` + ``permission_requested``; block until answered.
+
+        The answer (``take_sideband_answer``) arrives as another request while this ``execute`` is
+        still running. The turn then waits up to ``sideband_grace`` seconds for a ``SubscribeToTask``
+        so that follower sees the rest of the turn, and goes on.
+        """
+        pending = _Pending(step.request, self._projection(turn, step.request))
+        projection = pending.projection
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._sidebands[turn.task_id] = _Sideband(pending, turn.context_id, step.event, answer)
+        self.task_metadata[turn.task_id] = {
+            "iacCodeSessionId": turn.session_id,
+            "pendingPermissions": [copy.deepcopy(projection)],
+            "executionControl": self._execution_control(turn, "working"),
+        }
+        try:
+            extra = {"data": self._input_data(pending), "permission": projection}
+            await turn.pipeline_status([step.event], envelope_extra=extra, pendingPermissions=[projection])
+            decision = await answer
+        finally:
+            self._sidebands.pop(turn.task_id, None)
+        deadline = time.monotonic() + self.sideband_grace
+        while not self._subscribers.get(turn.task_id) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await turn.status(TaskState.TASK_STATE_WORKING, session=False, inputReceived=self._received(pending))
+        await self._input_received_envelope(turn, step.event, pending)
+        return (decision,)
 
     async def _answer_permission(self, turn: _Turn, payload: dict[str, Any]) -> None:
         """Apply a (validated) permission answer; a repeated one only acknowledges."""
@@ -563,11 +943,11 @@ class DemoAgentExecutor(AgentExecutor):
     async def _answer(self, turn: _Turn, wait: _Wait, pending: _Pending, answer: str) -> None:
         """Record one answer; resume the script once every input of its ``Ask`` is answered."""
         pending.answer = answer
-        received: dict[str, Any] = {"kind": pending.request.kind, "inputId": pending.projection["inputId"]}
-        if pending.request.tool_use_id is not None:
-            received["toolUseId"] = pending.request.tool_use_id
+        received = self._received(pending)
         self._answered.setdefault(turn.task_id, {})[str(pending.projection["inputId"])] = received
         await turn.status(TaskState.TASK_STATE_WORKING, session=False, inputReceived=received)
+        if wait.pipeline is not None:
+            await self._input_received_envelope(turn, wait.pipeline, pending)
         if wait.open_inputs():
             # Part of a batch: acknowledged; the stream ends and the task keeps waiting for the rest.
             meta = self._wait_metadata(turn, wait)
@@ -587,6 +967,11 @@ class DemoAgentExecutor(AgentExecutor):
         wait = self._waits.pop(task_id, None)
         if wait is not None:
             wait.script.close()
+        sideband = self._sidebands.pop(task_id, None)
+        if sideband is not None:
+            sideband.answer.cancel()
+        if task_id in self.pipelines:
+            self.pipelines[task_id].status = "canceled"
         if task_id in self.task_metadata:
             # As iac-f2: the cancelled task keeps `permission`/`executionControl` but not `input`.
             self.task_metadata[task_id].pop("input", None)

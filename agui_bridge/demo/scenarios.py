@@ -13,6 +13,10 @@ scenario   keywords (case-insensitive, substring)  what the turn does
 =========  ======================================  =================================================
 long       ``[LONG <n>]``                          n text deltas as fast as possible (1..100000),
                                                    usage, final echo, INPUT_REQUIRED
+pipeline   ``pipeline`` (or the message metadata   the "selling" Pipeline: requirements, two parallel
+           ``iac_code.run_mode == "pipeline"``,    candidates, a candidate_selection input, deploy
+           which wins over every keyword)          with a sideband permission (task stays WORKING);
+                                                   ``[FAIL_DEPLOY]`` makes deploy fail (FAILED)
 fail       ``fail``                                WORKING, then TASK_STATE_FAILED with a status
                                                    message and ``metadata.iac_code.error``
 slow       ``slow`` (``[SLOW <seconds>]`` sets     6 text deltas spread over 24 s by default (or
@@ -47,8 +51,13 @@ park the generator on the task; the answers (see README "Interrupts") resume it,
 answers is the value of the ``yield``. The turn after an answer is shaped like
 ``iac-c-resume-allow.sse``/``iac-d2-resume-deny.sse``. Text sent while only permissions are pending
 is guidance: a normal turn (``plain`` if the text would pick an interrupt scenario) and the
-permission stays pending. Pipeline events can be a ``Pipeline(envelope)`` step emitted like
-``Thinking``.
+permission stays pending.
+
+Pipeline: ``PipelineEvent``/``PipelineBatch`` steps become ``metadata.iac_code.pipeline`` /
+``pipelineBatch`` envelopes (the interpreter adds ids, sequence, run ids and timestamps); an ``Ask``
+may carry a ``pipeline`` template for its ``input_required`` envelope; ``WaitSideband`` waits for a
+permission while the task stays WORKING and the turn keeps running (answered by a unary
+``SendMessage``). See README "Pipeline".
 """
 
 from __future__ import annotations
@@ -123,6 +132,17 @@ class Usage:
     provider: str = "demo"
     model: str = "demo-scripted"
 
+    def fields(self) -> dict[str, Any]:
+        """The kernel's usage object (``metadata.iac_code.usage``, Pipeline ``usage`` data)."""
+        return {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "totalTokens": self.input_tokens + self.output_tokens,
+            "cachedInputTokens": self.cached_input_tokens,
+            "provider": self.provider,
+            "model": self.model,
+        }
+
 
 @dataclass(frozen=True)
 class Sleep:
@@ -186,11 +206,75 @@ class Ask:
     """
 
     requests: tuple[InputRequest, ...]
+    #: In a Pipeline: the ``input_required`` envelope sent (on WORKING) just before INPUT_REQUIRED;
+    #: the interpreter adds the projection as ``input`` and answers with an ``input_received``.
+    pipeline: PipelineEvent | None = None
 
 
-Step = Text | Thinking | Tool | Artifact | Usage | Sleep | Fail | Final | Ask
+@dataclass(frozen=True)
+class PipelineStep:
+    """The ``step`` coordinate of a Pipeline envelope (the interpreter adds ``runId``/``attempt``)."""
+
+    id: str
+    index: int
+    total: int
+
+
+@dataclass(frozen=True)
+class PipelineEvent:
+    """One Pipeline envelope (``metadata.iac_code.pipeline``).
+
+    ``candidate``/``candidate_step`` are ids; the interpreter turns them into ``{id, runId}``
+    coordinates, numbers the envelope and fills in the run, task and session ids. ``status``
+    defaults to ``default_status(event_type)``.
+    """
+
+    event_type: str
+    scope: str
+    data: dict[str, Any] = field(default_factory=dict)
+    step: PipelineStep | None = None
+    candidate: str | None = None
+    candidate_step: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class PipelineBatch:
+    """Several envelopes in one status update (``metadata.iac_code.pipelineBatch.events``)."""
+
+    events: tuple[PipelineEvent, ...]
+
+
+@dataclass(frozen=True)
+class WaitSideband:
+    """A Pipeline permission wait that does not end the turn: the task stays WORKING.
+
+    The interpreter sends WORKING with ``pendingPermissions: [projection]`` and the ``event``
+    envelope (``permission_requested``), then blocks the script until the permission is answered
+    (a unary ``SendMessage``), and sends an ``input_received`` envelope. The outcome is a 1-tuple
+    with the decision (``allow_once``/``deny``).
+    """
+
+    request: InputRequest
+    event: PipelineEvent
+
+
+Step = (
+    Text
+    | Thinking
+    | Tool
+    | Artifact
+    | Usage
+    | Sleep
+    | Fail
+    | Final
+    | Ask
+    | PipelineEvent
+    | PipelineBatch
+    | WaitSideband
+)
 #: A script yields steps; the value sent back is the step's outcome (``None`` for every step but
-#: ``Ask``, whose outcome is the tuple of answers).
+#: ``Ask`` and ``WaitSideband``, whose outcome is the tuple of answers).
 Script = Generator[Step, object, None]
 
 
@@ -540,8 +624,240 @@ def _candidates(_text: str) -> Script:
     yield Final()
 
 
+# ---- Pipeline ("selling") ---------------------------------------------------------------------
+
+PIPELINE_NAME = "selling"
+PIPELINE_STEPS: tuple[str, ...] = ("requirements", "candidates", "deploy")
+#: ``metadata.iac_code.run_mode`` (the bridge forwards ``forwardedProps.iacCode.runMode``).
+PIPELINE_RUN_MODE = "pipeline"
+#: Marker in the text that starts a Pipeline whose deploy step fails (rollback, TASK_STATE_FAILED).
+FAIL_DEPLOY_MARKER = "[fail_deploy]"
+PIPELINE_CANDIDATES: tuple[dict[str, Any], ...] = (
+    {"candidate_index": 0, "name": "web-single-ecs", "summary": "One ECS instance behind an EIP"},
+    {"candidate_index": 1, "name": "web-ha-slb", "summary": "Two ECS instances in two zones behind an SLB"},
+)
+CANDIDATE_STEP = "template_generating"
+DEPLOY_STEP = "stack_deploying"
+DEPLOY_FAILURE = "Stack creation failed: ECS instance type ecs.g7.large is out of stock in cn-hangzhou-k."
+#: Status of an envelope by eventType suffix (first match), else ``running``.
+_STATUS_BY_SUFFIX: tuple[tuple[str, str], ...] = (
+    ("_completed", "completed"),
+    ("_failed", "failed"),
+    ("_error", "failed"),
+    ("input_required", "waiting_input"),
+    ("permission_requested", "waiting_permission"),
+    ("_selected", "completed"),
+    ("rollback_triggered", "rolling_back"),
+)
+
+
+def default_status(event_type: str) -> str:
+    """The envelope ``status`` of an event type: completed, failed, waiting_*, ... or running."""
+    for suffix, status in _STATUS_BY_SUFFIX:
+        if event_type.endswith(suffix):
+            return status
+    return "running"
+
+
+def pipeline_step(step_id: str) -> PipelineStep:
+    """The coordinate of one of ``PIPELINE_STEPS`` (1-based index)."""
+    return PipelineStep(step_id, PIPELINE_STEPS.index(step_id) + 1, len(PIPELINE_STEPS))
+
+
+def candidate_id(index: int) -> str:
+    """``candidate-<index>``: the Pipeline id of a candidate."""
+    return f"candidate-{index}"
+
+
+def pipeline_candidate(answer: str) -> dict[str, Any] | None:
+    """The Pipeline candidate an answer designates (its ``name`` or ``candidate_index``), else None."""
+    wanted = answer.strip()
+    for candidate in PIPELINE_CANDIDATES:
+        if wanted in (candidate["name"], str(candidate["candidate_index"]), candidate_id(candidate["candidate_index"])):
+            return candidate
+    return None
+
+
+def stack_name(candidate: dict[str, Any]) -> str:
+    """The ROS stack a deployment of ``candidate`` creates."""
+    return f"{PIPELINE_NAME}-{candidate['name']}"
+
+
+def deploy_permission(candidate: dict[str, Any]) -> InputRequest:
+    """The sideband permission of the deploy step (``scope: candidate`` + ``subPipelineId``)."""
+    cid = candidate_id(candidate["candidate_index"])
+    stack = stack_name(candidate)
+    return InputRequest(
+        kind=PERMISSION,
+        title="Create cloud resources",
+        prompt=f"Create ROS stack {stack} (5 resources) in cn-hangzhou. Allow once?",
+        tool_use_id=f"call_{cid}_deploy",
+        tool_name="create_stack",
+        options=PERMISSION_OPTIONS,
+        fields={
+            "purpose": "Deploy the selected candidate architecture.",
+            "effect": "cloud_change",
+            "target": stack,
+            "isReadOnly": False,
+            "safeSummary": f'create_stack: {{"regionId":"cn-hangzhou","stackName":"{stack}"}}',
+            "scope": "candidate",
+            "subPipelineId": cid,
+        },
+    )
+
+
+def _candidate_events(index: int, step: PipelineStep) -> list[list[PipelineEvent]]:
+    """One candidate's template generation, as phases (the script interleaves the candidates)."""
+    candidate = PIPELINE_CANDIDATES[index]
+    cid = candidate_id(index)
+    name = str(candidate["name"])
+    path = f"/workspace/{name}.ros.yaml"
+    tool_use_id = f"call_{cid}_write"
+
+    def ev(event_type: str, data: dict[str, Any], scope: str = "candidate_step") -> PipelineEvent:
+        return PipelineEvent(event_type, scope, data, step=step, candidate=cid, candidate_step=CANDIDATE_STEP)
+
+    return [
+        [ev("candidate_step_started", {"title": "Generate the ROS template"})],
+        [ev("text_delta", {"text": f"Drafting {name}: "})],
+        [ev("thinking_delta", {"text": f"{candidate['summary']} fits the requirements."})],
+        [ev("text_delta", {"text": f"{candidate['summary']}. "})],
+        [
+            ev("tool_started", {"toolUseId": tool_use_id, "toolName": "write_file", "input": {"path": path}}),
+            ev(
+                "tool_result",
+                {"toolUseId": tool_use_id, "result": f"Successfully wrote 24 lines to {path}", "isError": False},
+            ),
+        ],
+        [ev("candidate_step_completed", {"artifact": path})],
+    ]
+
+
+def _pipeline(text: str) -> Script:
+    """The iac-code "selling" Pipeline over three turns of one task (see README "Pipeline")."""
+    fail = FAIL_DEPLOY_MARKER in text.lower()
+    yield PipelineEvent("pipeline_started", "pipeline", {"steps": list(PIPELINE_STEPS), "request": text})
+
+    requirements = pipeline_step("requirements")
+    yield PipelineEvent("step_started", "step", {"title": "Collect requirements"}, step=requirements)
+    for delta in ("Requirements: ", "a web shop ", "for ~500 users, ", "budget-conscious."):
+        yield PipelineEvent("text_delta", "step", {"text": delta}, step=requirements)
+    yield PipelineEvent("usage", "step", Usage(input_tokens=320, output_tokens=40).fields(), step=requirements)
+    yield PipelineEvent("step_completed", "step", {"summary": "web shop, ~500 users"}, step=requirements)
+
+    candidates = pipeline_step("candidates")
+    count = len(PIPELINE_CANDIDATES)
+    yield PipelineEvent("step_started", "step", {"title": "Design candidate architectures"}, step=candidates)
+    yield PipelineBatch(
+        tuple(
+            PipelineEvent(
+                "candidate_started",
+                "candidate",
+                {"name": c["name"], "candidate_index": c["candidate_index"]},
+                step=candidates,
+                candidate=candidate_id(c["candidate_index"]),
+            )
+            for c in PIPELINE_CANDIDATES
+        )
+    )
+    phases = [_candidate_events(i, candidates) for i in range(count)]
+    for phase in range(len(phases[0])):
+        # Parallel candidates: one phase of every candidate, then the next phase.
+        events = tuple(event for per_candidate in phases for event in per_candidate[phase])
+        if phase == 0:
+            yield PipelineBatch(events)
+        else:
+            yield from events
+    yield PipelineBatch(
+        tuple(
+            PipelineEvent(
+                "candidate_completed",
+                "candidate",
+                {"name": c["name"]},
+                step=candidates,
+                candidate=candidate_id(c["candidate_index"]),
+            )
+            for c in PIPELINE_CANDIDATES
+        )
+    )
+    yield PipelineEvent("usage", "step", Usage(input_tokens=900, output_tokens=260).fields(), step=candidates)
+    request = InputRequest(
+        kind=CANDIDATE_SELECTION,
+        title="Choose a candidate",
+        prompt="Which candidate architecture should I deploy?",
+        options=PIPELINE_CANDIDATES,
+        fields={"allowFreeText": False},
+    )
+    asked = PipelineEvent("input_required", "step", {"kind": CANDIDATE_SELECTION}, step=candidates)
+    (answer,) = answers_of((yield Ask((request,), pipeline=asked)), 1)
+    chosen = pipeline_candidate(answer)
+    if chosen is None:
+        chosen = PIPELINE_CANDIDATES[0]
+        warning = f"Unknown candidate {answer.strip()!r}; using {chosen['name']}."
+        yield PipelineEvent("pipeline_warning", "pipeline", {"message": warning})
+    cid = candidate_id(chosen["candidate_index"])
+    yield PipelineEvent(
+        "candidate_selected",
+        "candidate",
+        {"name": chosen["name"], "candidate_index": chosen["candidate_index"], "answer": answer},
+        step=candidates,
+        candidate=cid,
+    )
+    yield PipelineEvent("step_completed", "step", {"selected": chosen["name"]}, step=candidates)
+
+    deploy = pipeline_step("deploy")
+    stack = stack_name(chosen)
+
+    def dev(event_type: str, data: dict[str, Any]) -> PipelineEvent:
+        return PipelineEvent(event_type, "candidate_step", data, step=deploy, candidate=cid, candidate_step=DEPLOY_STEP)
+
+    def progress(status: str, done: int) -> PipelineEvent:
+        return dev(
+            "stack_progress",
+            {
+                "stackName": stack,
+                "status": status,
+                "completedResources": done,
+                "totalResources": 5,
+                "progress": done / 5,
+            },
+        )
+
+    yield PipelineEvent("step_started", "step", {"title": "Deploy the stack", "candidate": chosen["name"]}, step=deploy)
+    yield dev("candidate_step_started", {"title": f"Create stack {stack}"})
+    yield progress("CREATE_IN_PROGRESS", 1)
+    if fail:
+        yield progress("CREATE_FAILED", 2)
+        yield dev("candidate_step_failed", {"error": DEPLOY_FAILURE})
+        yield PipelineEvent("step_failed", "step", {"error": DEPLOY_FAILURE}, step=deploy)
+        yield PipelineEvent("rollback_triggered", "step", {"stackName": stack, "reason": DEPLOY_FAILURE}, step=deploy)
+        yield PipelineEvent("rollback_completed", "step", {"stackName": stack, "deletedResources": 2}, step=deploy)
+        yield PipelineEvent("pipeline_error", "pipeline", {"error": DEPLOY_FAILURE, "stepId": "deploy"})
+        yield Fail(f"PipelineError: {DEPLOY_FAILURE}", error_id="demopipe0001")
+        return
+    asked_permission = dev("permission_requested", {"kind": PERMISSION})
+    (decision,) = answers_of((yield WaitSideband(deploy_permission(chosen), asked_permission)), 1)
+    if decision == ALLOW_ONCE:
+        yield progress("CREATE_IN_PROGRESS", 3)
+        yield progress("CREATE_COMPLETE", 5)
+        yield dev("candidate_step_completed", {"stackName": stack, "status": "CREATE_COMPLETE"})
+        yield PipelineEvent("step_completed", "step", {"stackName": stack}, step=deploy)
+        yield PipelineEvent("pipeline_completed", "pipeline", {"selected": chosen["name"], "stackName": stack})
+        yield Text(f"Deployed {chosen['name']} ")
+        yield Text(f"as stack {stack}.")
+    else:
+        yield dev("candidate_step_completed", {"stackName": stack, "status": "SKIPPED"})
+        yield PipelineEvent("step_completed", "step", {"stackName": stack, "skipped": True}, step=deploy)
+        yield PipelineEvent("pipeline_completed", "pipeline", {"selected": chosen["name"], "deployed": False})
+        yield Text("Deployment skipped: ")
+        yield Text("the permission was denied.")
+    yield Usage(input_tokens=1200, output_tokens=80)
+    yield Final()
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("long", ("[long ",), _long, "[LONG <n>]: n text deltas as fast as possible"),
+    Scenario("pipeline", ("pipeline",), _pipeline, "the selling Pipeline with a selection and a sideband permission"),
     Scenario("fail", ("fail",), _fail, "WORKING then TASK_STATE_FAILED with metadata.iac_code.error"),
     Scenario("slow", ("slow",), _slow, "6 deltas over 24 s, or [SLOW <seconds>]; cancellable"),
     Scenario("two_tools", ("two tools",), _two_tools, "two write_file calls, both waiting for a permission"),
@@ -554,11 +870,14 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 PLAIN = Scenario("plain", (), _plain, "a few text deltas (default)")
 #: Scenarios that wait for the user; text sent while a turn is parked runs ``plain`` instead.
-INTERRUPT_SCENARIOS = frozenset({"two_tools", "permission", "question", "candidates"})
+INTERRUPT_SCENARIOS = frozenset({"two_tools", "permission", "question", "candidates", "pipeline"})
 
 
-def select_scenario(text: str) -> Scenario:
-    """First scenario whose keyword occurs in the lower-cased text, else ``plain``."""
+def select_scenario(text: str, run_mode: str | None = None) -> Scenario:
+    """``pipeline`` for ``run_mode == "pipeline"``; else the first scenario whose keyword occurs in
+    the lower-cased text, else ``plain``."""
+    if run_mode == PIPELINE_RUN_MODE:
+        return next(s for s in SCENARIOS if s.name == "pipeline")
     lowered = text.lower()
     for scenario in SCENARIOS:
         if scenario.name == "long":
@@ -593,6 +912,6 @@ def paused(script: Script, seconds: float) -> Script:
         outcome = yield step
 
 
-def script_for(text: str) -> Script:
+def script_for(text: str, run_mode: str | None = None) -> Script:
     """The step generator for one user turn."""
-    return paused(select_scenario(text).build(text), pause_seconds(text))
+    return paused(select_scenario(text, run_mode).build(text), pause_seconds(text))

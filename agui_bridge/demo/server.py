@@ -8,6 +8,7 @@ in ``IACCODE_A2A_HTTP_TOKEN``; readiness is ``GET /health``.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hmac
 import ipaddress
 import json
@@ -28,8 +29,11 @@ from a2a.types import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
+    TaskState,
+    TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.task import apply_history_length
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -41,6 +45,18 @@ from agui_bridge.demo.executor import DemoAgentExecutor, FlowControl
 TOKEN_ENV = "IACCODE_A2A_HTTP_TOKEN"  # noqa: S105 (a variable name, not a secret)
 HEALTH_PATH = "/health"
 ENSURE_RESTORED_PATH = "/iac-code/session/ensure-restored"
+PIPELINE_STATE_PATH = "/iac-code/pipeline/state"
+#: States that end a turn: a ``SubscribeToTask`` stream stops after the first event in one of them.
+_TURN_ENDING_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_INPUT_REQUIRED,
+        TaskState.TASK_STATE_AUTH_REQUIRED,
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 BACKUP_NOT_READY_MESSAGE = "Session backup is still synchronizing. Retry after 3 seconds."
 #: Task history kept per task (first message + the most recent ones): a ``[LONG 100000]`` turn
 #: would otherwise make every event copy an ever-growing history (quadratic time).
@@ -76,16 +92,28 @@ class _BoundedHistoryTaskStore(InMemoryTaskStore):
         super().__init__()
         self._task_metadata: Mapping[str, dict[str, Any]] = task_metadata if task_metadata is not None else {}
 
+    def apply_overlay(self, task: Task) -> None:
+        """Replace ``task.metadata`` (in place) by the executor's current task-level view, if any."""
+        overlay = self._task_metadata.get(task.id)
+        if overlay is not None:
+            task.metadata.Clear()
+            task.metadata.update({"iac_code": copy.deepcopy(overlay)})
+
     async def save(self, task: Task, context: ServerCallContext) -> None:
         excess = len(task.history) - HISTORY_LIMIT
         if excess > 0:
             # In place on purpose: the SDK's TaskManager keeps this very object as its snapshot.
             del task.history[1 : 1 + excess]
-        overlay = self._task_metadata.get(task.id)
-        if overlay is not None:
-            task.metadata.Clear()
-            task.metadata.update({"iac_code": overlay})
+        self.apply_overlay(task)
         await super().save(task, context)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        # A copy (InMemoryTaskStore copies): refreshed with the view as it is *now*, e.g. the empty
+        # ``pendingPermissions`` right after a sideband answer, before the next event is saved.
+        task = await super().get(task_id, context)
+        if task is not None:
+            self.apply_overlay(task)
+        return task
 
 
 class _PacedRequestHandler(DefaultRequestHandler):
@@ -93,15 +121,35 @@ class _PacedRequestHandler(DefaultRequestHandler):
 
     It also answers like the kernel where a2a-sdk differs: a permission answer is validated before
     any stream starts (JSON-RPC -32602), and ``SubscribeToTask`` on a task with no running turn is
-    ``-32001 "Task <id> is not active"``.
+    ``-32001 "Task <id> is not active"``; on a running turn it ends after the first event whose
+    state ends the turn (the SDK's would stay open after INPUT_REQUIRED).
+
+    Sideband Pipeline answers: a2a-sdk runs the messages of one task one at a time (the next
+    ``execute`` starts only after the running one returned), so a permission answer for a turn
+    that is *still running* (waiting in ``WaitSideband``) would queue behind the very turn it has to
+    unblock. Such an answer is therefore taken here, before the SDK sees it: it is validated,
+    handed to the parked script (``DemoAgentExecutor.take_sideband_answer``) and the request is
+    answered at once with the current Task (unary) or a one-event stream of it (streaming).
     """
 
-    def __init__(self, flow: FlowControl, executor: DemoAgentExecutor, **kwargs: Any) -> None:
-        super().__init__(agent_executor=executor, **kwargs)
+    def __init__(
+        self, flow: FlowControl, executor: DemoAgentExecutor, task_store: _BoundedHistoryTaskStore, **kwargs: Any
+    ) -> None:
+        super().__init__(agent_executor=executor, task_store=task_store, **kwargs)
         self._flow = flow
         self._demo = executor
+        self._store = task_store
+
+    async def _current_task(self, task_id: str, params: SendMessageRequest, context: ServerCallContext) -> Task:
+        task = await self._store.get(task_id, context)
+        if task is None:
+            raise TaskNotFoundError(message=f"Task {task_id} not found")
+        return apply_history_length(task, params.configuration)
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        sideband_task = self._demo.take_sideband_answer(params.message)
+        if sideband_task is not None:
+            return await self._current_task(sideband_task, params, context)
         self._demo.validate_answer(params.message)
         result: Message | Task = await super().on_message_send(params, context)
         return result
@@ -109,14 +157,44 @@ class _PacedRequestHandler(DefaultRequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
-        if not self._demo.is_running(params.id):
-            raise TaskNotFoundError(message=f"Task {params.id} is not active")
-        async for event in super().on_subscribe_to_task(params, context):
-            yield event
+        task_id = params.id
+        if not self._demo.is_running(task_id):
+            raise TaskNotFoundError(message=f"Task {task_id} is not active")
+        stream = object()
+        attached = False
+        try:
+            async with contextlib.aclosing(super().on_subscribe_to_task(params, context)) as events:
+                async for event in events:
+                    if attached:
+                        yield event
+                        self._flow.delivered(task_id, stream)
+                    else:
+                        # The first event is the SDK's snapshot, sent after its queue tap exists:
+                        # from here on this stream sees every new event of the turn.
+                        attached = True
+                        self._demo.subscriber_attached(task_id)
+                        self._flow.open_stream(task_id, stream)
+                        if isinstance(event, Task):
+                            # The SDK hands out its shared snapshot object: copy, then refresh.
+                            snapshot = Task()
+                            snapshot.CopyFrom(event)
+                            self._store.apply_overlay(snapshot)
+                            event = snapshot
+                        yield event
+                    if isinstance(event, Task | TaskStatusUpdateEvent) and event.status.state in _TURN_ENDING_STATES:
+                        return
+        finally:
+            if attached:
+                self._demo.subscriber_detached(task_id)
+                self._flow.close_stream(task_id, stream)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
+        sideband_task = self._demo.take_sideband_answer(params.message)
+        if sideband_task is not None:
+            yield await self._current_task(sideband_task, params, context)
+            return
         self._demo.validate_answer(params.message)
         stream = object()
         task_id: str | None = None
@@ -180,7 +258,7 @@ def build_agent_card(url: str = "http://127.0.0.1/") -> AgentCard:
             AgentSkill(
                 id="demo",
                 name="Scripted demo turns",
-                description="Plain, IaC, reasoning, tool, interrupt, slow, failing and long turns by keyword.",
+                description="Plain, IaC, reasoning, tool, interrupt, Pipeline, slow, failing, long turns by keyword.",
                 tags=["demo", "iac"],
             )
         ],
@@ -213,6 +291,27 @@ def _ensure_restored_endpoint(executor: DemoAgentExecutor) -> Callable[[Request]
     return ensure_restored
 
 
+def _pipeline_state_endpoint(executor: DemoAgentExecutor) -> Callable[[Request], Awaitable[Response]]:
+    """``GET /iac-code/pipeline/state?taskId=&afterSequence=``: 200 snapshot + events / 404 / 400."""
+
+    async def pipeline_state(request: Request) -> Response:
+        task_id = request.query_params.get("taskId", "")
+        if not task_id:
+            return JSONResponse({"error": {"code": "INVALID_REQUEST", "message": "taskId is required."}}, 400)
+        try:
+            after = int(request.query_params.get("afterSequence", "0"))
+        except ValueError:
+            error = {"code": "INVALID_REQUEST", "message": "afterSequence must be an integer."}
+            return JSONResponse({"error": error}, 400)
+        state = executor.pipeline_state(task_id, after)
+        if state is None:
+            error = {"code": "PIPELINE_NOT_FOUND", "message": f"Task {task_id} has no pipeline."}
+            return JSONResponse({"error": error}, 404)
+        return JSONResponse(state)
+
+    return pipeline_state
+
+
 def create_demo_app(token: str | None) -> ASGIApp:
     """The demo agent as an ASGI app: JSON-RPC at ``/``, the agent card, ``GET /health``."""
     flow = FlowControl()
@@ -233,6 +332,7 @@ def create_demo_app(token: str | None) -> ASGIApp:
     routes = [
         Route(HEALTH_PATH, _health, methods=["GET"]),
         Route(ENSURE_RESTORED_PATH, _ensure_restored_endpoint(executor), methods=["POST"]),
+        Route(PIPELINE_STATE_PATH, _pipeline_state_endpoint(executor), methods=["GET"]),
         *create_agent_card_routes(card),
         *create_jsonrpc_routes(handler, "/"),
     ]

@@ -55,7 +55,7 @@ class BridgeService:
         self.draining = False
         self._active = 0
         self._active_lock = threading.Lock()
-        self._streams: dict[str, RunStream] = {}
+        self._streams: dict[str, RunStream | GuidanceStream] = {}
         self.last_activity = time.monotonic()
         self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end, observer=observer)
 
@@ -129,9 +129,11 @@ class BridgeService:
         cwd = resolve_cwd(run.props.cwd, self.settings.allowed_cwds)
         if run.props.active_guidance:
             guidance = admit_guidance(self.store, run, cwd=cwd, digest=request_digest(raw), now_ms=now_ms())
+            guidance_stream = GuidanceStream(self._deps, guidance, run, language)
             with self._active_lock:
                 self._active += 1
-            return GuidanceStream(self._deps, guidance, run, language)
+                self._streams[guidance.run_id] = guidance_stream
+            return guidance_stream
         ticket = admit_run(
             self.store,
             run,

@@ -63,8 +63,19 @@ class GuidanceStream:
         self._pump: TaskHandle | None = None
         self._started_at = time.monotonic()
         self._cleaned = False
+        self._stop_requested = False
+        self._queue: Any = None
         self.outcome = "disconnected"
         deps.observer.run_started()
+
+    def request_stop(self) -> None:
+        """Worker shutdown: end with RUN_ERROR CANCELLED; the task is left alone, as on a disconnect."""
+        self._stop_requested = True
+        if self._queue is not None:
+            try:
+                self._deps.runtime.queue_put(self._queue, None, 0)
+            except Exception:
+                log.debug("stop wake-up not queued", exc_info=True)
 
     def __iter__(self) -> Iterator[bytes]:
         return self._events()
@@ -114,6 +125,7 @@ class GuidanceStream:
         upstream = Upstream(deps.client).new_run(a2a_messages.send_params(message))
         self._upstream = upstream
         queue = deps.runtime.make_queue(settings.queue_maxsize)
+        self._queue = queue
         self._pump = deps.runtime.spawn(
             _pump, upstream, queue, deps.runtime, settings.client_stall_timeout_s,
             name=f"guidance:{ticket.run_id}", on_stop=upstream.abort,
@@ -122,6 +134,10 @@ class GuidanceStream:
             try:
                 item: Any = deps.runtime.queue_get(queue, settings.heartbeat_interval_s)
             except Empty:
+                item = None
+            if self._stop_requested:
+                raise Cancelled("server_shutdown")
+            if item is None:
                 deps.observer.heartbeat()
                 yield HEARTBEAT_FRAME
                 continue

@@ -141,3 +141,25 @@ def test_guidance_validates_and_shows_nothing(tmp_path: Path) -> None:
 def test_guidance_errors(tmp_path: Path, reply: Any, code: str) -> None:
     events, _ = run_guidance(tmp_path, reply)
     assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == code
+
+
+def test_shutdown_ends_guidance_with_run_error_and_leaves_the_task_alone(tmp_path: Path) -> None:
+    import threading
+
+    from tests.unit.test_resume_stream import ScriptedStream
+
+    store = ThreadStore(tmp_path / "state")
+    thread(store, tmp_path)
+    body = guidance_body(tmp_path)
+    ticket = admit(store, body, tmp_path)
+    client = ScriptedA2A()
+    client.streams["SendStreamingMessage"] = [ScriptedStream([], gate=threading.Event())]
+    settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
+    stream = GuidanceStream(StreamDeps(settings, store, client, ThreadRuntime()), ticket, parse_run_input(body), "en")  # type: ignore[arg-type]
+    chunks = iter(stream)
+    raw = next(chunks)
+    threading.Timer(0.2, stream.request_stop).start()
+    raw += b"".join(chunks)
+    stream.close()
+    events = assert_valid_agui_stream(raw, expect_terminal="RUN_ERROR", capture=False)
+    assert events[-1]["code"] == "CANCELLED" and "CancelTask" not in client.methods()

@@ -1,11 +1,15 @@
 """The SSE generator of one run: pump + bounded queue + heartbeat, commits, terminal events.
 
-Design (architecture.md, stack-notes 2.6): a pump task reads the upstream A2A stream and puts the
-events of each network read into a bounded queue; this generator reads the queue with a timeout
-that is the time left until the next heartbeat or lease renewal, so `: heartbeat` goes out exactly
-after `heartbeat_interval_s` without an event. Recovery-critical ids are committed before anything
-that depends on them is shown (fail closed). The lease is released before the terminal event is
-written (D7). If the client goes away mid-run, cleanup cancels the A2A task (D14).
+Design (architecture.md, stack-notes 2.6): a pump task reads the `Upstream` (one A2A call for a new
+run; the answer calls and task follow-up for a resume) and puts the events of each network read into
+a bounded queue; this generator reads the queue with a timeout that is the time left until the next
+heartbeat or lease renewal, so `: heartbeat` goes out exactly after `heartbeat_interval_s` without an
+event. Unary calls (resume preflight) run off the generator for the same reason.
+
+Recovery-critical facts (taskId, sessionId, an interrupt, an accepted answer) are committed before
+anything that depends on them is shown (fail closed). The lease is released before the terminal event
+is written (D7). If the client goes away mid-run, cleanup cancels the A2A task (D14) unless an
+interrupt is still pending (9.1); a worker shutdown ends the run with RUN_ERROR (stack-notes 2.7).
 """
 
 from __future__ import annotations

@@ -624,8 +624,10 @@ class DemoAgentExecutor(AgentExecutor):
         return self._sessions.setdefault(context_id, str(uuid.uuid4()))
 
     def session_status(self, session_id: str) -> str | None:
-        """``current`` for a known session, ``backup_not_ready`` if marked so, ``None`` if unknown."""
+        """``current`` for a known session, ``None`` if unknown; a session marked ``[BACKUP_NOT_READY]``
+        answers ``backup_not_ready`` once, as a backup that finishes syncing before the retry."""
         if session_id in self._backup_not_ready:
+            self._backup_not_ready.discard(session_id)
             return "backup_not_ready"
         return "current" if session_id in self._sessions.values() else None
 

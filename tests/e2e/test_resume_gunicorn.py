@@ -296,6 +296,7 @@ def test_session_restore_rows(server: BridgeServer, ws: Path) -> None:
         "Session backup is still synchronizing. Retry after 3 seconds.",
     )
     assert pending_ids(server, syncing_thread) == [syncing["id"]]
+    resume(server, syncing_thread, ws, [allow(syncing)], "success")  # the backup has synced meanwhile
 
 
 def test_gettask_identity_mismatch(server: BridgeServer, ws: Path) -> None:

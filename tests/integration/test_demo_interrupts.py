@@ -281,4 +281,6 @@ def test_ensure_restored(base_url: str) -> None:
     assert error["code"] == "SESSION_BACKUP_NOT_READY"
     assert error["retryable"] is True
     assert error["message"]
+    retried = ensure_restored(base_url, syncing.iac()[0]["iacCodeSessionId"], syncing.task_id)
+    assert (retried.status_code, retried.json()) == (200, {"status": "current"})  # synced by the retry
     assert requests.post(f"{base_url}iac-code/session/ensure-restored", json={}, timeout=10).status_code == 401

@@ -168,6 +168,10 @@ OPTIONS: tuple[Option, ...] = (
         "seconds a stopping worker has; active runs get all but the last 10",
     ),
     Option(
+        "lease_ttl", "LEASE_TTL", 20.0, _positive, "--lease-ttl must be a positive number of seconds.",
+        "grace seconds of a new run's lease before its worker's beacon must list it",
+    ),
+    Option(
         "metrics", "METRICS", True, _boolean, "--metrics must be true or false.", "serve Prometheus /metrics",
     ),
     Option(

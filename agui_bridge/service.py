@@ -21,10 +21,12 @@ from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.digest import request_digest
 from agui_bridge.runs.guidance import GuidanceStream
 from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
+from agui_bridge.runs.registry import PROCESS_RUNS
 from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.runs.workspace import resolve_cwd
 from agui_bridge.runtime import Runtime
 from agui_bridge.settings import Settings
+from agui_bridge.state.beacon import Beacons
 from agui_bridge.state.owner import current_owner, owner_is_alive
 from agui_bridge.state.retention import busy_since, prune
 from agui_bridge.state.store import ThreadStore
@@ -56,6 +58,8 @@ class BridgeService:
         self._active = 0
         self._active_lock = threading.Lock()
         self._streams: dict[str, RunStream | GuidanceStream] = {}
+        self.beacons = Beacons(settings.state_dir)
+        self._beacon_started = False
         self.last_activity = time.monotonic()
         self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end, observer=observer)
 
@@ -76,6 +80,7 @@ class BridgeService:
         with self._active_lock:
             self._active -= 1
             self._streams.pop(run_id, None)
+        PROCESS_RUNS.remove(run_id)
         self.last_activity = time.monotonic()
 
     def start_maintenance(self, request_exit: Callable[[], None]) -> None:
@@ -106,6 +111,44 @@ class BridgeService:
                 log.info("idle for %.1f s: requesting a graceful exit", idle_s)
                 request_exit()
                 return
+
+    def holds_run(self, owner: str, run_id: str) -> bool:
+        """Lease liveness after the grace period: the owner's beacon (this process answers from memory)."""
+        if owner == self.owner:
+            return PROCESS_RUNS.holds(run_id)
+        # Fresh = published within three intervals; a dead owner on this host is caught by its pid first.
+        return self.beacons.holds(owner, run_id, now_ms(), int(self.settings.beacon_interval_s * 3000))
+
+    def _ensure_beacon(self) -> None:
+        """Started by the first run, in the worker (create_app does no I/O and spawns nothing)."""
+        with self._active_lock:
+            if self._beacon_started:
+                return
+            self._beacon_started = True
+        self.runtime.spawn(self._beacon_loop, name="beacon")
+
+    def _beacon_loop(self) -> None:
+        """Every second: pass on cancel requests; every renew interval (or when runs change): publish."""
+        interval_s = self.settings.beacon_interval_s
+        published: frozenset[str] | None = None
+        next_publish = 0.0
+        next_cleanup = time.monotonic() + 60.0
+        while True:
+            holders = PROCESS_RUNS.snapshot()
+            try:
+                for run_id in self.beacons.take_cancels(holders):
+                    holders[run_id].request_cancel()
+                current = frozenset(holders)
+                now = time.monotonic()
+                if current != published or now >= next_publish:
+                    self.beacons.publish(self.owner, current, now_ms())
+                    published, next_publish = current, now + interval_s
+                if now >= next_cleanup:
+                    next_cleanup = now + 600.0
+                    self.beacons.forget_stale(older_than_s=3600.0)
+            except OSError:
+                log.warning("worker beacon update failed", exc_info=True)
+            self.runtime.sleep(min(1.0, interval_s))
 
     def drain(self, wait_s: float) -> int:
         """Graceful shutdown (stack-notes 2.7): refuse new runs, give active ones `wait_s` to end on
@@ -143,12 +186,15 @@ class BridgeService:
             now_ms=now_ms(),
             lease_ttl_ms=int(self.settings.lease_ttl_s * 1000),
             is_alive=owner_is_alive,
+            holds_run=self.holds_run,
         )
+        self._ensure_beacon()
         stream = RunStream(self._deps, ticket, run, language)
         self.last_activity = time.monotonic()
         with self._active_lock:
             self._active += 1
             self._streams[ticket.run_id] = stream
+        PROCESS_RUNS.add(ticket.run_id, stream)
         return stream
 
     def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> dict[str, str]:
@@ -160,8 +206,21 @@ class BridgeService:
             except A2AError as exc:
                 raise A2AUnavailable() from exc
 
-        status = cancel_execution(self.store, cancel_task, execution_id, thread_id, ros_invocation_id, now_ms())
+        status = cancel_execution(
+            self.store, cancel_task, execution_id, thread_id, ros_invocation_id, now_ms(), self._notify_owner
+        )
         return {"executionId": execution_id, "status": status}
+
+    def _notify_owner(self, run_id: str) -> None:
+        """A cancelled run is live somewhere: tell its worker (this one directly, others by marker)."""
+        stream = PROCESS_RUNS.snapshot().get(run_id)
+        if stream is not None:
+            stream.request_cancel()
+            return
+        try:
+            self.beacons.request_cancel(run_id)
+        except OSError:
+            log.warning("cancel request could not be passed on", exc_info=True)
 
     def close(self) -> None:
         self.client.close()

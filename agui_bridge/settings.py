@@ -33,7 +33,7 @@ class Settings:
     upstream_read_timeout_s: float = 300.0
     upstream_call_timeout_s: float = 10.0
     lease_ttl_s: float = 20.0
-    lease_renew_interval_s: float = 5.0
+    beacon_interval_s: float = 5.0  # each worker republishes the runs it holds (lease liveness)
     lock_timeout_s: float = 10.0
     max_request_bytes: int = 12 * MIB
     max_cancel_bytes: int = 64 * 1024
@@ -112,6 +112,8 @@ def settings_from_env(environ: Mapping[str, str], base: Settings | None = None) 
         changes["console_enabled"] = console.strip().lower() in ("1", "true", "yes", "on")
     if log_format := environ.get(ENV_PREFIX + "LOG_FORMAT"):
         changes["log_format"] = log_format
+    if lease_ttl := environ.get(ENV_PREFIX + "LEASE_TTL"):
+        changes["lease_ttl_s"] = float(lease_ttl)
     if idle := environ.get(ENV_PREFIX + "IDLE_SHUTDOWN"):
         changes["idle_shutdown_s"] = float(idle)
     if retention := environ.get(ENV_PREFIX + "STATE_RETENTION_DAYS"):

@@ -48,8 +48,19 @@ class RunTicket:
     expired_task_ids: list[str] = field(default_factory=list)
 
 
-def _lease_is_live(lease: model.RunLease | None, now_ms: int, is_alive: Callable[[str], bool]) -> bool:
-    return lease is not None and lease.expires_at_ms > now_ms and is_alive(lease.owner)
+#: Whether an owner worker still streams a run: its beacon is fresh and lists it (state/beacon.py).
+HoldsRun = Callable[[str, str], bool]
+
+
+def _lease_is_live(
+    lease: model.RunLease | None, now_ms: int, is_alive: Callable[[str], bool], holds_run: HoldsRun | None
+) -> bool:
+    """A live owner keeps a lease through its grace period, then through its beacon (D6)."""
+    if lease is None or not is_alive(lease.owner):
+        return False
+    if lease.expires_at_ms > now_ms:
+        return True
+    return holds_run is not None and holds_run(lease.owner, lease.run_id)
 
 
 def _reclaim_dead_lease(state: model.ThreadState, ticket_orphans: list[str]) -> None:
@@ -86,6 +97,7 @@ def admit_run(
     now_ms: int,
     lease_ttl_ms: int,
     is_alive: Callable[[str], bool],
+    holds_run: HoldsRun | None = None,
 ) -> RunTicket:
     is_resume = run.resume is not None
     orphans: list[str] = []
@@ -105,7 +117,7 @@ def admit_run(
             previous = state.run_digests.get(run.run_id)
             if previous is not None:
                 raise DuplicateRunId() if previous == digest else RunIdConflict()
-            if _lease_is_live(state.active_run, now_ms, is_alive):
+            if _lease_is_live(state.active_run, now_ms, is_alive, holds_run):
                 raise ThreadBusy()
             if state.active_run is not None:
                 _reclaim_dead_lease(state, orphans)

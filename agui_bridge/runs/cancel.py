@@ -41,8 +41,16 @@ def find_target(store: ThreadStore, execution_id: str, thread_id: str, ros_invoc
     return CancelTarget(CANCELLED, execution.task_id)
 
 
-def retire_cancelled(store: ThreadStore, execution_id: str, thread_id: str, now_ms: int) -> None:
-    """Clear pending interrupts, retire the execution, flag a live run (one locked write)."""
+def retire_cancelled(
+    store: ThreadStore,
+    execution_id: str,
+    thread_id: str,
+    now_ms: int,
+    notify_owner: Callable[[str], None] | None = None,
+) -> None:
+    """Clear pending interrupts, retire the execution, flag a live run (one locked write) and tell
+    its owner worker (the beacon's cancel marker), so its stream ends with RUN_ERROR CANCELLED."""
+    flagged: str | None = None
     try:
         with store.transaction(thread_id) as txn:
             state = txn.state
@@ -51,11 +59,14 @@ def retire_cancelled(store: ThreadStore, execution_id: str, thread_id: str, now_
             lease = state.active_run
             if lease is not None and lease.execution_id == execution_id:
                 lease.cancel_requested = True
+                flagged = lease.run_id
             model.retire_execution(state)
             state.last_activity_ms = now_ms
             txn.commit(state)
     except StateError as exc:
         raise StateUnavailable() from exc
+    if flagged is not None and notify_owner is not None:
+        notify_owner(flagged)
 
 
 def cancel_execution(
@@ -65,11 +76,12 @@ def cancel_execution(
     thread_id: str,
     ros_invocation_id: str,
     now_ms: int,
+    notify_owner: Callable[[str], None] | None = None,
 ) -> str:
     target = find_target(store, execution_id, thread_id, ros_invocation_id)
     if target.status == ALREADY_TERMINAL:
         return ALREADY_TERMINAL
     if target.task_id is not None:
         cancel_task(target.task_id)
-    retire_cancelled(store, execution_id, thread_id, now_ms)
+    retire_cancelled(store, execution_id, thread_id, now_ms, notify_owner)
     return CANCELLED

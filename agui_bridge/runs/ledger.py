@@ -58,20 +58,6 @@ class RunLedger:
         self._update(mutate)
         self._ticket.session_id = session_id
 
-    def renew(self, now_ms: int, ttl_ms: int) -> bool:
-        """Extend the lease; returns True when a cancel was requested from another worker."""
-        cancel_requested = False
-
-        def mutate(state: model.ThreadState) -> None:
-            nonlocal cancel_requested
-            lease = state.active_run
-            if lease is not None:
-                lease.expires_at_ms = now_ms + ttl_ms
-                cancel_requested = lease.cancel_requested
-
-        self._update(mutate)
-        return cancel_requested
-
     def commit_interrupt(
         self,
         pending: dict[str, model.PendingInterrupt],

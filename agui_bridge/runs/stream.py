@@ -3,8 +3,9 @@
 Design (architecture.md, stack-notes 2.6): a pump task reads the `Upstream` (one A2A call for a new
 run; the answer calls and task follow-up for a resume) and puts the events of each network read into
 a bounded queue; this generator reads the queue with a timeout that is the time left until the next
-heartbeat or lease renewal, so `: heartbeat` goes out exactly after `heartbeat_interval_s` without an
-event. Unary calls (resume preflight) run off the generator for the same reason.
+heartbeat, so `: heartbeat` goes out exactly after `heartbeat_interval_s` without an event. Unary
+calls (resume preflight) run off the generator for the same reason. The lease is kept alive by the
+worker's beacon (state/beacon.py), not by writes from each stream.
 
 Recovery-critical facts (taskId, sessionId, an interrupt, an accepted answer) are committed before
 anything that depends on them is shown (fail closed). The lease is released before the terminal event
@@ -147,7 +148,7 @@ class RunStream:
         self._started_at = time.monotonic()
         now = self._started_at
         self._next_heartbeat = now + self._settings.heartbeat_interval_s
-        self._next_renew = now + self._settings.lease_renew_interval_s
+        self._cancel_requested = False
         # Resume bookkeeping (6.4): answers being sent, those A2A has not accepted yet, and the
         # interrupt ids the next streamed event accepts.
         self._answers: dict[str, resume_plan.PreparedAnswer] = {}
@@ -231,18 +232,26 @@ class RunStream:
         self._release(retire=False)
         return _Terminal(self._error_events(error))
 
-    # ---- time: heartbeats and lease renewal -------------------------------------------------
+    # ---- time: heartbeats --------------------------------------------------------------------
 
     def _wait_s(self) -> float:
-        return min(self._next_heartbeat, self._next_renew) - time.monotonic()
+        return self._next_heartbeat - time.monotonic()
 
     def _shown(self) -> None:
         """Something was written to the client: the heartbeat timer restarts."""
         self._next_heartbeat = time.monotonic() + self._settings.heartbeat_interval_s
 
+    def request_cancel(self) -> None:
+        """The cancellation extension retired this run's execution (possibly from another worker)."""
+        self._cancel_requested = True
+        self._wake()
+
     def request_stop(self) -> None:
         """Ask the run to end now with RUN_ERROR (worker shutdown); safe from any greenlet/thread."""
         self._stop_requested = True
+        self._wake()
+
+    def _wake(self) -> None:
         queue = self._wait_queue
         if queue is not None:
             try:
@@ -251,22 +260,23 @@ class RunStream:
                 log.debug("stop wake-up not queued", exc_info=True)
 
     def _tick(self) -> Iterator[bytes]:
-        """Renew the lease (also while events flow) and send `: heartbeat` when they are due."""
+        """Act on stop/cancel requests and send `: heartbeat` when it is due.
+
+        The lease needs no renewal here: the worker's beacon keeps every run it streams alive.
+        """
         if self._stop_requested:
             raise _StopRequested()
+        if self._cancel_requested:
+            self._cancel_task_later(self._ticket.task_id)
+            raise Cancelled()
         now = time.monotonic()
-        if now >= self._next_renew:
-            self._next_renew = now + self._settings.lease_renew_interval_s
-            if self._renew(int(self._settings.lease_ttl_s * 1000)):
-                self._cancel_task_later(self._ticket.task_id)
-                raise Cancelled()
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self._settings.heartbeat_interval_s
             self._observer.heartbeat()
             yield HEARTBEAT_FRAME
 
     def _blocking(self, fn: Callable[..., _T], *args: Any) -> Generator[bytes, None, _T]:
-        """Run one unary upstream call off the generator, heartbeating and renewing meanwhile."""
+        """Run one unary upstream call off the generator, heartbeating meanwhile."""
         runtime = self._deps.runtime
         box = runtime.make_queue(1)
 
@@ -424,13 +434,6 @@ class RunStream:
                     return
             yield from self._tick()
         yield self._encode(self._finish())
-
-    def _renew(self, lease_ttl_ms: int) -> bool:
-        try:
-            return self._ledger.renew(ev.now_ms(), lease_ttl_ms)
-        except StateError:
-            log.warning("lease renewal failed", exc_info=True)
-            return False
 
     # ---- resume (6.3-6.5) -----------------------------------------------------------------------
 

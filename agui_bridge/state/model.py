@@ -67,7 +67,8 @@ class PendingInterrupt:
 
 @dataclass
 class RunLease:
-    """Durable busy slot (D6): held by `owner` until `expires_at_ms` unless renewed."""
+    """Durable busy slot (D6): held by `owner`; `expires_at_ms` ends the grace period after which the
+    owner's beacon (state/beacon.py) must list the run for the lease to stay live."""
 
     run_id: str
     execution_id: str

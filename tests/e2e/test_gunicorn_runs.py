@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,3 +125,24 @@ def test_restart_between_two_turns(tmp_path: Path, demo_url: str, demo_token: st
     one, two = session_value(first), session_value(second)
     assert one["contextId"] == two["contextId"] and one["sessionId"] == two["sessionId"]
     assert one["executionId"] != two["executionId"]
+
+
+def test_a_long_run_stays_busy_across_workers_after_its_lease_grace(
+    tmp_path: Path, demo_url: str, demo_token: str
+) -> None:
+    """Past the lease's grace period only the owner worker's beacon keeps the run busy (no per-run writes)."""
+    with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, workers=2, lease_ttl=1) as server:
+        thread_id = new_thread_id()
+        running = StreamReader(server.post(run_body(thread_id, "slow [SLOW 6]", tmp_path)))
+        running.until(lambda evs: bool(evs))
+        time.sleep(3)  # three times the grace period
+        codes = set()
+        for _ in range(6):
+            second = requests.post(server.url, json=run_body(thread_id, "hi", tmp_path), timeout=10)
+            codes.add((second.status_code, second.json()["error"]["code"]))
+        assert codes == {(409, "THREAD_BUSY")}
+        state = json.loads((tmp_path / "state" / "threads" / f"{thread_id}.json").read_text())
+        assert state["activeRun"]["leaseUntil"] < int(time.time() * 1000)  # never renewed in the file
+        assert_valid_agui_stream(running.rest(), expect_terminal="success")
+        running.response.close()
+        server.run(run_body(thread_id, "next turn", tmp_path), expect="success")

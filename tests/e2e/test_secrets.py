@@ -75,7 +75,8 @@ def test_secrets_stay_out_of_state_and_logs_through_gunicorn(tmp_path: Path, dem
         log_paths.append(down.log_path)
 
     files = assert_state_clean(state_dir, s.never_stored())
-    thread_files = [p for p in files if p.suffix == ".json"]
+    thread_files = [p for p in files if p.suffix == ".json" and p.parent.name == "threads"]
+    assert all(p.parent.name in ("threads", "owners") for p in files if p.suffix == ".json")  # + worker beacons
     assert len(thread_files) == 2, files
     document = assert_documented_document(ThreadStore(state_dir).path_for(thread_id))
     assert document["threadId"] == thread_id and len(document["runDigests"]) == 4

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -53,7 +54,13 @@ LOCK_WAIT = Histogram(
 
 
 class PrometheusObserver:
-    """Implements runs.observer.RunObserver and StoreObserver."""
+    """Implements runs.observer.RunObserver and StoreObserver.
+
+    Label children are cached: `labels()` per event showed up in the throughput profile.
+    """
+
+    def __init__(self) -> None:
+        self._events: dict[str, Any] = {}
 
     def run_started(self) -> None:
         ACTIVE_RUNS.inc()
@@ -64,8 +71,12 @@ class PrometheusObserver:
         RUN_DURATION.observe(duration_s)
 
     def events(self, types: Iterable[str]) -> None:
+        children = self._events
         for event_type in types:
-            EVENTS.labels(event_type).inc()
+            child = children.get(event_type)
+            if child is None:
+                child = children[event_type] = EVENTS.labels(event_type)
+            child.inc()
 
     def heartbeat(self) -> None:
         HEARTBEATS.inc()

@@ -26,13 +26,19 @@ class CancelTarget:
     task_id: str | None
 
 
-def find_target(store: ThreadStore, execution_id: str, thread_id: str, ros_invocation_id: str) -> CancelTarget:
+def read_known_thread(store: ThreadStore, thread_id: str) -> model.ThreadState:
+    """The extensions' read: an unknown thread is 404 EXECUTION_NOT_FOUND, unreadable state 503 (D5)."""
     try:
         state = store.read(thread_id)
     except StateError as exc:
         raise StateUnavailable() from exc
     if state is None:
         raise ExecutionNotFound()
+    return state
+
+
+def find_target(store: ThreadStore, execution_id: str, thread_id: str, ros_invocation_id: str) -> CancelTarget:
+    state = read_known_thread(store, thread_id)
     if execution_id in state.terminal_execution_ids:
         return CancelTarget(ALREADY_TERMINAL, None)
     execution = state.execution

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agui_bridge.errors import ExecutionNotFound, StateUnavailable
+from agui_bridge.errors import ExecutionNotFound
 from agui_bridge.projection.interrupts import build_interrupt
+from agui_bridge.runs.cancel import read_known_thread
 from agui_bridge.state.model import PendingInterrupt, ThreadState, format_rfc3339_ms
-from agui_bridge.state.store import StateError, ThreadStore
+from agui_bridge.state.store import ThreadStore
 
 
 def announced_interrupt(entry: PendingInterrupt) -> dict[str, Any]:
@@ -46,10 +47,4 @@ def status_of(state: ThreadState, ros_invocation_id: str, now_ms: int) -> dict[s
 
 def thread_status(store: ThreadStore, thread_id: str, ros_invocation_id: str, now_ms: int) -> dict[str, Any]:
     """Read the thread once and answer; state read errors are 503 STATE_UNAVAILABLE (D5)."""
-    try:
-        state = store.read(thread_id)
-    except StateError as exc:
-        raise StateUnavailable() from exc
-    if state is None:
-        raise ExecutionNotFound()
-    return status_of(state, ros_invocation_id, now_ms)
+    return status_of(read_known_thread(store, thread_id), ros_invocation_id, now_ms)

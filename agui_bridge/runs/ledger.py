@@ -43,20 +43,20 @@ class RunLedger:
     def _same_execution(self, state: model.ThreadState) -> bool:
         return state.execution.execution_id == self._ticket.execution_id
 
-    def record_task(self, task_id: str) -> None:
+    def record_identity(self, task_id: str | None, session_id: str | None) -> None:
+        """First sight of the task and/or the iac-code session: one write for both (fail closed, 8.5)."""
+
         def mutate(state: model.ThreadState) -> None:
-            if self._same_execution(state):
+            if task_id is not None and self._same_execution(state):
                 state.execution.task_id = task_id
+            if session_id is not None:
+                state.session_id = session_id
 
         self._update(mutate)
-        self._ticket.task_id = task_id
-
-    def record_session(self, session_id: str) -> None:
-        def mutate(state: model.ThreadState) -> None:
-            state.session_id = session_id
-
-        self._update(mutate)
-        self._ticket.session_id = session_id
+        if task_id is not None:
+            self._ticket.task_id = task_id
+        if session_id is not None:
+            self._ticket.session_id = session_id
 
     def commit_interrupt(
         self,

@@ -64,6 +64,8 @@ from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_events
 log = logging.getLogger(__name__)
 
 _END = object()
+#: Upper bound of AG-UI events written in one socket write when the pump is ahead of the client.
+_COALESCE_MAX_EVENTS = 256
 _WAKE = object()  # put into the queue being waited on, so a stop request is seen at once
 _T = TypeVar("_T")
 
@@ -402,11 +404,15 @@ class RunStream:
             name=f"pump:{self._ticket.run_id}",
             on_stop=upstream.abort,
         )
+        held: Any = None
         while True:
-            try:
-                item = runtime.queue_get(queue, self._wait_s())
-            except Empty:
-                item = None
+            if held is not None:
+                item, held = held, None
+            else:
+                try:
+                    item = runtime.queue_get(queue, self._wait_s())
+                except Empty:
+                    item = None
             if item is _END:
                 break
             if isinstance(item, _PumpFailed):
@@ -416,13 +422,24 @@ class RunStream:
             elif item is not None and item is not _WAKE:
                 out: list[Event] = []
                 try:
-                    if isinstance(item, UnaryAccepted):
-                        self._accept(item.interrupt_ids, out)
-                    else:
-                        for a2a_event in item:
-                            self._handle(a2a_event, out)
-                            if self._finished:
-                                break
+                    while True:
+                        if isinstance(item, UnaryAccepted):
+                            self._accept(item.interrupt_ids, out)
+                        else:
+                            for a2a_event in item:
+                                self._handle(a2a_event, out)
+                                if self._finished:
+                                    break
+                        # Coalesce: what the pump has already queued goes out in the same write.
+                        if self._finished or len(out) >= _COALESCE_MAX_EVENTS:
+                            break
+                        try:
+                            item = runtime.queue_get(queue, 0.0)
+                        except Empty:
+                            break
+                        if not isinstance(item, (list, UnaryAccepted)):
+                            held = item  # _END, _PumpFailed, SendOpened, _WAKE: the outer loop decides
+                            break
                 except (_Terminal, BridgeError, A2AError):
                     if out:  # what was projected before the failure is shown before its spans close
                         yield self._encode(out)
@@ -457,7 +474,7 @@ class RunStream:
         context_id = snapshot.context_id
         if snapshot.task_id != task_id or (context_id is not None and context_id != ticket.context_id):
             raise A2AProtocolError("task_mismatch")
-        self._learn_session(snapshot)
+        self._learn_identity(snapshot, task=False)
         catch_up = yield from self._blocking(client.pipeline_state, task_id, self._pipeline.sequence)
         snapshot_inputs = collect_inputs(snapshot.iac) if snapshot.iac else []
         self._check_input_identity(snapshot_inputs)
@@ -572,17 +589,28 @@ class RunStream:
 
     # ---- per event ----------------------------------------------------------------------------
 
-    def _learn_session(self, event: A2AEvent) -> None:
+    def _learn_identity(self, event: A2AEvent, *, task: bool = True) -> None:
+        """Check the task and iac-code session ids of an event; persist new ones in one write (4.3)."""
         ticket = self._ticket
+        new_task = None
+        if task and event.task_id is not None and event.task_id != ticket.task_id:
+            if ticket.task_id is not None:
+                raise A2AProtocolError("task_changed")
+            new_task = event.task_id
         session_id = a2a_messages.session_id_of(event.iac) if event.iac else None
-        if session_id is None or session_id == ticket.session_id:
+        new_session = None
+        if session_id is not None and session_id != ticket.session_id:
+            if ticket.session_id is not None:
+                raise A2AProtocolError("session_changed")
+            new_session = session_id
+        if new_task is None and new_session is None:
             return
-        if ticket.session_id is not None:
-            raise A2AProtocolError("session_changed")
         try:
-            self._ledger.record_session(session_id)
+            self._ledger.record_identity(new_task, new_session)
         except StateError:
-            raise self._fail_closed("session_mapping_failed") from None
+            if new_task is not None:
+                ticket.task_id = new_task  # so the fail-closed path cancels it
+            raise self._fail_closed("task_mapping_failed" if new_task else "session_mapping_failed") from None
 
     def _check_input_identity(self, inputs: list[InputRequest]) -> None:
         ticket = self._ticket
@@ -600,15 +628,7 @@ class RunStream:
         ticket = self._ticket
         if event.context_id is not None and event.context_id != ticket.context_id:
             raise A2AProtocolError("context_changed")
-        if event.task_id is not None and event.task_id != ticket.task_id:
-            if ticket.task_id is not None:
-                raise A2AProtocolError("task_changed")
-            try:
-                self._ledger.record_task(event.task_id)
-            except StateError:
-                ticket.task_id = event.task_id
-                raise self._fail_closed("task_mapping_failed") from None
-        self._learn_session(event)
+        self._learn_identity(event)
         if self._awaiting:
             interrupt_ids, self._awaiting = self._awaiting, ()
             self._accept(interrupt_ids, out)

@@ -104,7 +104,7 @@ def _split_prefix(prefix: str) -> list[str | int]:
     tokens: list[str | int] = []
     for raw in prefix.split("/")[1:]:
         token = raw.replace("~1", "/").replace("~0", "~")
-        tokens.append(int(token) if token.isdigit() else token)
+        tokens.append(int(token) if token.isascii() and token.isdigit() else token)
     return tokens
 
 
@@ -123,7 +123,7 @@ def _decode(message: str) -> tuple[str, dict[str, str]]:
 
 def _sort_key(error: FieldError) -> tuple[tuple[int, int, str], ...]:
     parts = error.pointer.split("/")[1:] if error.pointer else []
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
+    return tuple((0, int(p), "") if p.isascii() and p.isdigit() else (1, 0, p) for p in parts)
 
 
 def _walk(node: object, tokens: list[str | int], out: list[tuple[list[str | int], str]]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from agui_bridge.validation.run_input import (
     parse_run_input,
     raw_preferred_language,
 )
+from tests.bridge_harness import run_body
 
 Body = dict[str, Any]
 
@@ -588,3 +590,13 @@ def test_structured_fuzz_raises_only_invalid_input(messages: Any, iac: Any, resu
         parse_run_input(body)
     except InvalidInput as error:
         assert error.field is not None
+
+
+@pytest.mark.parametrize("key", ["²", "٣", "1"])
+def test_digit_like_unknown_keys_are_invalid_input_not_a_crash(tmp_path: Path, key: str) -> None:
+    """Found by the fuzz test: `'²'.isdigit()` is True but int('²') fails while sorting field errors."""
+    body = run_body("thread-1", "hi", tmp_path)
+    body["forwardedProps"][key] = 1
+    body["forwardedProps"]["iacCode"][key] = 1
+    with pytest.raises(InvalidInput):
+        parse_run_input(body)

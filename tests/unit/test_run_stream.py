@@ -116,10 +116,10 @@ def test_failed_task_commit_fails_closed(tmp_path: Path, monkeypatch: pytest.Mon
 
     stream, client, _ = make_stream(tmp_path, script)
 
-    def refuse(self: Any, task_id: str) -> None:
+    def refuse(self: Any, task_id: str | None, session_id: str | None) -> None:
         raise StateWriteFailed("disk full")
 
-    monkeypatch.setattr("agui_bridge.runs.ledger.RunLedger.record_task", refuse)
+    monkeypatch.setattr("agui_bridge.runs.ledger.RunLedger.record_identity", refuse)
     events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
     assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
     deadline = time.monotonic() + 5

@@ -1,0 +1,291 @@
+"""State benchmark: admission, commits and lock contention of `agui_bridge.state` (bench only).
+
+Imports agui_bridge (never modifies it) and times, in this plain process (thread back-end: the same
+syscalls the gevent worker makes, where each of them also stalls the hub):
+
+* `raw_durable_write`  baseline: 2 KiB temp file + fsync + os.replace + directory fsync, no lock, no JSON;
+* `lock_read`          `ThreadStore.transaction` without a commit (in-process lock + flock + read);
+* `admit_new_thread`   `admit_run` on a new thread (creates its file);
+* `admit_history_<k>`  `admit_run` on a thread that already carries k earlier runs (run digests and
+                       terminal execution ids grow with every turn; nothing trims them yet);
+* `record_identity`, `lease_renew`, `interrupt_commit`, `finish`: the stream's commit points
+                       (`RunLedger`), each a locked read-modify-write with fsyncs (`lease_renew` only
+                       while leases are renewed per run);
+* `beacon_publish_<n>_runs`: the per-worker liveness beacon listing n runs (when the code has one);
+* `contention_<n>p`    n processes doing read-modify-write transactions on ONE thread file for a fixed
+                       time (throughput, and latency including the wait for the lock).
+
+Prints one JSON line (times in microseconds).
+Usage: python bench/state_bench.py --dir DIR [--samples 200] [--contention-seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from agui_bridge.projection.interrupts import build_interrupt
+from agui_bridge.runs.admission import RunTicket, admit_run
+from agui_bridge.runs.digest import request_digest
+from agui_bridge.runs.ledger import RunLedger
+from agui_bridge.state import model
+from agui_bridge.state.owner import current_owner, owner_is_alive
+from agui_bridge.state.store import ThreadStore
+from agui_bridge.validation.run_input import parse_run_input
+
+US = 1_000_000
+
+
+def pct(values: list[float], q: float) -> float:
+    data = sorted(values)
+    if not data:
+        return float("nan")
+    pos = (len(data) - 1) * q / 100
+    lo, hi = int(pos), min(int(pos) + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def stats(samples_s: list[float]) -> dict[str, Any]:
+    us = [s * US for s in samples_s]
+    return {
+        "n": len(us),
+        "p50_us": round(pct(us, 50), 1),
+        "p99_us": round(pct(us, 99), 1),
+        "mean_us": round(sum(us) / len(us), 1) if us else None,
+        "max_us": round(max(us), 1) if us else None,
+    }
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def body(thread_id: str, cwd: str) -> dict[str, Any]:
+    run_id = str(uuid.uuid4())
+    return {
+        "threadId": thread_id,
+        "runId": run_id,
+        "state": {},
+        "messages": [{"id": f"message-{run_id}", "role": "user", "content": "hello"}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv-1", "cwd": cwd}},
+    }
+
+
+def admit(store: ThreadStore, thread_id: str, cwd: str) -> RunTicket:
+    raw = body(thread_id, cwd)
+    return admit_run(
+        store,
+        parse_run_input(raw),
+        cwd=cwd,
+        digest=request_digest(raw),
+        owner=current_owner(),
+        now_ms=now_ms(),
+        lease_ttl_ms=20_000,
+        is_alive=owner_is_alive,
+    )
+
+
+def timed(fn: Any, *args: Any) -> float:
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
+
+
+def raw_durable_write(directory: Path, n: int) -> list[float]:
+    payload = os.urandom(1024).hex().encode()
+    target = directory / "raw.json"
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".raw.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(dfd)
+        os.close(dfd)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def with_history(store: ThreadStore, cwd: str, k: int) -> str:
+    """A thread that already went through k runs (digests and terminal executions kept)."""
+    thread_id = f"hist-{k}-{uuid.uuid4()}"
+    state = model.new_thread(thread_id, cwd, None, "inv-1", str(uuid.uuid4()))
+    state.run_digests = {str(uuid.uuid4()): os.urandom(32).hex() for _ in range(k)}
+    state.terminal_execution_ids = sorted(str(uuid.uuid4()) for _ in range(k))
+    with store.transaction(thread_id) as txn:
+        txn.commit(state)
+    return thread_id
+
+
+PERMISSION = {
+    "schemaVersion": 1,
+    "kind": "permission",
+    "inputId": "input-1",
+    "toolUseId": "call_1",
+    "toolName": "write_file",
+    "title": "Change a workspace file",
+    "prompt": "Write /workspace/x.yaml. Allow once?",
+    "effect": "file_change",
+    "language": "en",
+    "options": [{"id": "allow_once", "label": "Allow once"}, {"id": "deny", "label": "Deny"}],
+}
+
+
+def single_process(root: Path, n: int) -> dict[str, Any]:
+    store = ThreadStore(root / "state", lock_timeout_s=10)
+    cwd = str(root)
+    raw_dir = root / "raw"
+    raw_dir.mkdir()
+    res: dict[str, Any] = {}
+    admit(store, "warmup", cwd)  # creates the directories, imports, caches
+    res["raw_durable_write"] = stats(raw_durable_write(raw_dir, n))
+
+    def lock_read(tid: str) -> None:
+        with store.transaction(tid):
+            pass
+
+    res["lock_read"] = stats([timed(lock_read, "warmup") for _ in range(n)])
+    tickets: list[RunTicket] = []
+    samples = []
+    for _ in range(n):
+        tid = str(uuid.uuid4())
+        t0 = time.perf_counter()
+        tickets.append(admit(store, tid, cwd))
+        samples.append(time.perf_counter() - t0)
+    res["admit_new_thread"] = stats(samples)
+    ledgers = [RunLedger(store, t) for t in tickets]
+    res["record_identity"] = stats([timed(ledger.record_identity, str(uuid.uuid4()), None) for ledger in ledgers])
+    if hasattr(RunLedger, "renew"):  # per-run lease renewal (a locked, fsynced write per stream and interval)
+        res["lease_renew"] = stats([timed(ledger.renew, now_ms(), 20_000) for ledger in ledgers])
+    try:  # per-worker liveness beacon (one small write per worker and interval, whatever the stream count)
+        from agui_bridge.state.beacon import Beacons
+    except ImportError:
+        pass
+    else:
+        beacons = Beacons(root / "state")
+        for runs in (1000, 5000):
+            ids = [str(uuid.uuid4()) for _ in range(runs)]
+            res[f"beacon_publish_{runs}_runs"] = stats(
+                [timed(beacons.publish, current_owner(), ids, now_ms()) for _ in range(max(10, n // 4))]
+            )
+    expires = now_ms() + 540_000
+    announced = build_interrupt(dict(PERMISSION), model.format_rfc3339_ms(expires))
+    samples = []
+    for ledger in ledgers:
+        pending = {
+            "input-1": model.PendingInterrupt(
+                value=dict(PERMISSION), sideband=False, expires_at_ms=expires, announced=announced
+            )
+        }
+        samples.append(timed(ledger.commit_interrupt, pending, [os.urandom(32).hex()], now_ms()))
+    res["interrupt_commit"] = stats(samples)
+    # a normal (non-interrupt) end: lease release + retire, on fresh admissions
+    finishers = [RunLedger(store, admit(store, str(uuid.uuid4()), cwd)) for _ in range(n)]
+    res["finish"] = stats([timed(lambda led=ledger: led.finish(now_ms(), retire=True)) for ledger in finishers])
+    for k in (100, 1000):
+        m = max(10, n // 4)
+        threads = [with_history(store, cwd, k) for _ in range(m)]
+        size = os.path.getsize(store.path_for(threads[0]))
+        samples = [timed(admit, store, tid, cwd) for tid in threads]
+        res[f"admit_history_{k}"] = {**stats(samples), "file_bytes": size}
+    return res
+
+
+def contention_worker(args: argparse.Namespace) -> int:
+    store = ThreadStore(Path(args.dir), lock_timeout_s=30)
+    while time.monotonic() < args.start_at:
+        time.sleep(0.001)
+    end = args.start_at + args.seconds
+    lat = []
+    while time.monotonic() < end:
+        t0 = time.perf_counter()
+        with store.transaction(args.thread) as txn:
+            state = txn.state
+            assert state is not None
+            state.last_activity_ms = now_ms()
+            txn.commit(state)
+        lat.append(time.perf_counter() - t0)
+    print(json.dumps({"lat": lat}))
+    return 0
+
+
+def contention(root: Path, procs: int, seconds: float) -> dict[str, Any]:
+    store_dir = root / f"contention-{procs}"
+    store = ThreadStore(store_dir)
+    thread = "contended-thread"
+    with store.transaction(thread) as txn:
+        txn.commit(model.new_thread(thread, str(root), None, "inv-1", str(uuid.uuid4())))
+    start_at = time.monotonic() + 1.0
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                "--dir",
+                str(store_dir),
+                "--thread",
+                thread,
+                "--start-at",
+                repr(start_at),
+                "--seconds",
+                repr(seconds),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(procs)
+    ]
+    lat: list[float] = []
+    per_proc = []
+    for w in workers:
+        out, _ = w.communicate(timeout=seconds + 60)
+        got = json.loads(out.strip().splitlines()[-1])["lat"]
+        per_proc.append(len(got))
+        lat.extend(got)
+    return {
+        **stats(lat),
+        "processes": procs,
+        "seconds": seconds,
+        "txn_per_s": round(len(lat) / seconds, 1),
+        "per_process_txns": per_proc,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dir", required=False)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--contention-seconds", type=float, default=5.0)
+    parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--thread")
+    parser.add_argument("--start-at", type=float)
+    parser.add_argument("--seconds", type=float)
+    args = parser.parse_args()
+    if args.worker:
+        return contention_worker(args)
+    root = Path(args.dir or tempfile.mkdtemp(prefix="agui-bench-state-"))
+    root.mkdir(parents=True, exist_ok=True)
+    res = single_process(root, args.samples)
+    res["contention_1p"] = contention(root, 1, args.contention_seconds)
+    res["contention_4p"] = contention(root, 4, args.contention_seconds)
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

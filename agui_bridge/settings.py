@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,42 +85,40 @@ def allowed_cwds_from_env(environ: Mapping[str, str]) -> tuple[Path, ...] | None
     return tuple(roots)
 
 
+def _flag(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+#: IAC_CODE_AGUI_<suffix> -> (Settings field, parser). `agui_bridge.config` validates the same
+#: variables for the CLI and writes them for the workers; here they are only read back.
+_ENV_FIELDS: tuple[tuple[str, str, Callable[[str], object]], ...] = (
+    ("AUTH_TOKEN", "auth_token", str),
+    ("A2A_TOKEN", "a2a_token", str),
+    ("A2A_URL", "a2a_url", str),
+    ("STATE_DIR", "state_dir", expand_path),
+    ("HEARTBEAT_INTERVAL_S", "heartbeat_interval_s", float),
+    ("INTERRUPT_TTL", "interrupt_ttl_s", float),
+    ("RUNTIME", "runtime_backend", str),
+    ("LOG_LEVEL", "log_level", str),
+    ("LOG_FORMAT", "log_format", str),
+    ("CONSOLE", "console_enabled", _flag),
+    ("LEASE_TTL", "lease_ttl_s", float),
+    ("IDLE_SHUTDOWN", "idle_shutdown_s", float),
+    ("STATE_RETENTION_DAYS", "state_retention_days", float),
+    ("MAX_ACTIVE_RUNS", "max_active_runs_per_worker", int),
+    ("METRICS", "metrics_enabled", _flag),
+)
+
+
 def settings_from_env(environ: Mapping[str, str], base: Settings | None = None) -> Settings:
     """Overlay the documented IAC_CODE_AGUI_* variables on `base` (used by wsgi.py and workers)."""
     settings = base or Settings(state_dir=default_state_dir(environ))
     changes: dict[str, object] = {}
-    if token := environ.get(ENV_PREFIX + "AUTH_TOKEN"):
-        changes["auth_token"] = token
-    if token := environ.get(ENV_PREFIX + "A2A_TOKEN"):
-        changes["a2a_token"] = token
-    if url := environ.get(ENV_PREFIX + "A2A_URL"):
-        changes["a2a_url"] = url
-    if state_dir := environ.get(ENV_PREFIX + "STATE_DIR"):
-        changes["state_dir"] = expand_path(state_dir)
+    for suffix, field_name, parse in _ENV_FIELDS:
+        if raw := environ.get(ENV_PREFIX + suffix):
+            changes[field_name] = parse(raw)
     roots = allowed_cwds_from_env(environ)
     if roots is not None:
         changes["allowed_cwds"] = roots
-    if heartbeat := environ.get(ENV_PREFIX + "HEARTBEAT_INTERVAL_S"):
-        changes["heartbeat_interval_s"] = float(heartbeat)
-    if ttl := environ.get(ENV_PREFIX + "INTERRUPT_TTL"):
-        changes["interrupt_ttl_s"] = float(ttl)
-    if backend := environ.get(ENV_PREFIX + "RUNTIME"):
-        changes["runtime_backend"] = backend
-    if level := environ.get(ENV_PREFIX + "LOG_LEVEL"):
-        changes["log_level"] = level
-    if console := environ.get(ENV_PREFIX + "CONSOLE"):
-        changes["console_enabled"] = console.strip().lower() in ("1", "true", "yes", "on")
-    if log_format := environ.get(ENV_PREFIX + "LOG_FORMAT"):
-        changes["log_format"] = log_format
-    if lease_ttl := environ.get(ENV_PREFIX + "LEASE_TTL"):
-        changes["lease_ttl_s"] = float(lease_ttl)
-    if idle := environ.get(ENV_PREFIX + "IDLE_SHUTDOWN"):
-        changes["idle_shutdown_s"] = float(idle)
-    if retention := environ.get(ENV_PREFIX + "STATE_RETENTION_DAYS"):
-        changes["state_retention_days"] = float(retention)
-    if max_runs := environ.get(ENV_PREFIX + "MAX_ACTIVE_RUNS"):
-        changes["max_active_runs_per_worker"] = int(max_runs)
-    if metrics := environ.get(ENV_PREFIX + "METRICS"):
-        changes["metrics_enabled"] = metrics.strip().lower() in ("1", "true", "yes", "on")
     changes["default_language"] = process_default_language(environ)
-    return settings.replace(**changes) if changes else settings
+    return settings.replace(**changes)

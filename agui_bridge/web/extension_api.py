@@ -6,7 +6,7 @@ from flask import Blueprint, Response, jsonify
 
 from agui_bridge.errors import InvalidInput
 from agui_bridge.web.context import get_service
-from agui_bridge.web.request_body import read_json_object
+from agui_bridge.web.request_body import read_extension_body
 
 bp = Blueprint("iac_code_ext", __name__)
 
@@ -21,14 +21,7 @@ def _required_string(body: dict[str, object], name: str) -> str:
 @bp.post("/extensions/iac-code/v1/executions/<execution_id>/cancel")
 def cancel_execution(execution_id: str) -> Response:
     service = get_service()
-    settings = service.settings
-    body = read_json_object(
-        settings,
-        min(settings.max_request_bytes, settings.max_cancel_bytes),
-        too_large_key="cancel_request_too_large",
-        invalid_json_key="cancel_invalid_json",
-        not_object_key="cancel_not_an_object",
-    )
+    body = read_extension_body(service.settings, "cancel")
     thread_id = _required_string(body, "threadId")
     ros_invocation_id = _required_string(body, "rosInvocationId")
     return jsonify(service.cancel(execution_id, thread_id, ros_invocation_id))

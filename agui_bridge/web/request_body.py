@@ -72,3 +72,15 @@ def read_json_object(
     if not isinstance(value, dict):
         raise InvalidInput(not_object_key, field="")
     return value
+
+
+def read_extension_body(settings: Settings, route: str) -> dict[str, object]:
+    """The extensions' body: the 64 KiB limit and `<route>_request_too_large`/`_invalid_json`/
+    `_not_an_object` messages (behaviour.md 7; the status route follows the cancel route)."""
+    return read_json_object(
+        settings,
+        min(settings.max_request_bytes, settings.max_cancel_bytes),
+        too_large_key=f"{route}_request_too_large",
+        invalid_json_key=f"{route}_invalid_json",
+        not_object_key=f"{route}_not_an_object",
+    )

@@ -12,7 +12,7 @@ from flask import Blueprint, Response, jsonify
 from agui_bridge.errors import InvalidInput
 from agui_bridge.runs.status import thread_status
 from agui_bridge.web.context import get_service
-from agui_bridge.web.request_body import read_json_object
+from agui_bridge.web.request_body import read_extension_body
 from agui_bridge.wire.events import now_ms
 
 bp = Blueprint("iac_code_status", __name__)
@@ -23,14 +23,7 @@ STATUS_PATH = "/extensions/iac-code/v1/threads/<path:thread_id>/status"
 @bp.post(STATUS_PATH)
 def thread_status_view(thread_id: str) -> Response:
     service = get_service()
-    settings = service.settings
-    body = read_json_object(
-        settings,
-        min(settings.max_request_bytes, settings.max_cancel_bytes),
-        too_large_key="status_request_too_large",
-        invalid_json_key="status_invalid_json",
-        not_object_key="status_not_an_object",
-    )
+    body = read_extension_body(service.settings, "status")
     ros_invocation_id = body.get("rosInvocationId")
     if not isinstance(ros_invocation_id, str) or not ros_invocation_id:
         raise InvalidInput("status_ros_required", field="/rosInvocationId")

@@ -25,7 +25,7 @@ from agui_bridge.errors import (
 from agui_bridge.i18n import translate
 from agui_bridge.logs import bind_log_context
 from agui_bridge.runs.admission import GuidanceTicket
-from agui_bridge.runs.stream import StreamDeps, _pump, _PumpFailed, last_user_message_id
+from agui_bridge.runs.stream import StreamDeps, _pump, _PumpFailed, last_user_message_id, stop_reading
 from agui_bridge.runs.upstream import Upstream
 from agui_bridge.runtime import Empty, TaskHandle
 from agui_bridge.validation.content import user_message_parts
@@ -152,13 +152,7 @@ class GuidanceStream:
         if self._cleaned:
             return
         self._cleaned = True
-        if self._pump is not None:
-            try:
-                self._pump.stop(2.0)
-            except Exception:
-                log.debug("stopping the guidance pump failed", exc_info=True)
-        if self._upstream is not None:
-            self._upstream.close()
+        stop_reading(self._pump, self._upstream)
         self._deps.observer.run_ended(self.outcome, time.monotonic() - self._started_at)
         if self._deps.on_run_end is not None:
             self._deps.on_run_end(self._ticket.run_id, self.outcome)

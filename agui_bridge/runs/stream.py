@@ -736,13 +736,7 @@ class RunStream:
         if self._cleaned:
             return
         self._cleaned = True
-        if self._pump is not None:
-            try:
-                self._pump.stop(2.0)
-            except Exception:
-                log.debug("stopping the pump failed", exc_info=True)
-        if self._upstream is not None:
-            self._upstream.close()
+        stop_reading(self._pump, self._upstream)
         if not self._finished:
             # The client went away (or the server is stopping) mid-run: D14, behaviour.md 9.1.
             self._finished = True
@@ -762,6 +756,17 @@ class RunStream:
         self._observer.run_ended(self.outcome, time.monotonic() - self._started_at)
         if self._deps.on_run_end is not None:
             self._deps.on_run_end(self._ticket.run_id, self.outcome)
+
+
+def stop_reading(pump: TaskHandle | None, upstream: Upstream | None) -> None:
+    """Stop the reader first, then close the socket it reads (stack-notes 2.6)."""
+    if pump is not None:
+        try:
+            pump.stop(2.0)
+        except Exception:
+            log.debug("stopping the pump failed", exc_info=True)
+    if upstream is not None:
+        upstream.close()
 
 
 def _check_restored(status: int, body: object) -> None:

@@ -96,7 +96,7 @@ class RunProjector:
         if isinstance(thinking, dict) and thinking.get("type") == "raw_thinking":
             thought = thinking.get("text")
             if isinstance(thought, str) and thought:
-                self._reasoning(out, "reasoning-" + (self._current_text or self.run_id), thought)
+                self.emit_reasoning(out, "reasoning-" + (self._current_text or self.run_id), thought)
         if pipeline and self.envelope_mapper is not None and ("pipeline" in iac or "pipelineBatch" in iac):
             out.extend(self.envelope_mapper(iac))
         if text:
@@ -187,9 +187,6 @@ class RunProjector:
     # ---- reasoning --------------------------------------------------------------------------
 
     def emit_reasoning(self, out: list[Event], reasoning_id: str, text: str) -> None:
-        self._reasoning(out, reasoning_id, text)
-
-    def _reasoning(self, out: list[Event], reasoning_id: str, text: str) -> None:
         if reasoning_id not in self._open_reasoning:
             self._open_reasoning[reasoning_id] = None
             out.append(ev.reasoning_start(reasoning_id))

@@ -48,7 +48,6 @@ class RedactingFilter(logging.Filter):
 
 #: Record attributes rendered after the message (text) or as JSON members, in this order.
 FIELDS = ("request_id", "thread_id", "run_id", "execution_id", "task_id", "outcome", "duration_ms")
-LOG_FORMATS = ("text", "json")
 
 _log_context: contextvars.ContextVar[Mapping[str, object] | None] = contextvars.ContextVar(
     "agui_log_context", default=None

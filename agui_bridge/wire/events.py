@@ -17,8 +17,6 @@ ARTIFACT_EVENT = "iac-code.artifact.v1"
 TOOL_PROGRESS_EVENT = "iac-code.tool-progress.v1"
 PIPELINE_EVENT = "iac-code.pipeline.v1"
 
-TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
-
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000

@@ -1,28 +1,21 @@
-"""Helpers over the real kernel's recordings in ../shared/fixtures/a2a-transcripts/."""
+"""Helpers over the real kernel's recordings kept in tests/fixtures/a2a-transcripts/ (see its README)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from agui_bridge.a2a.signals import A2AEvent, decode_message
 from agui_bridge.a2a.sse_parser import SseParser
 
-
-def transcripts_dir() -> Path:
-    configured = os.environ.get("AGUI_TRANSCRIPTS_DIR")
-    if configured:
-        return Path(configured)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent.parent / "shared" / "fixtures" / "a2a-transcripts"
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("a2a-transcripts fixtures not found (set AGUI_TRANSCRIPTS_DIR)")
+TRANSCRIPTS_DIR = Path(__file__).resolve().parent / "fixtures" / "a2a-transcripts"
 
 
 def transcript_bytes(name: str) -> bytes:
-    return (transcripts_dir() / name).read_bytes()
+    """The exact recorded bytes; refuses a copy whose CRLF framing a checkout has rewritten."""
+    raw = (TRANSCRIPTS_DIR / name).read_bytes()
+    if name.endswith(".sse") and b"\r\n" not in raw:
+        raise ValueError(f"{name} lost its CRLF framing (see tests/fixtures/.gitattributes)")
+    return raw
 
 
 def transcript_events(name: str, chunk: int = 0) -> list[A2AEvent]:

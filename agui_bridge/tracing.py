@@ -233,20 +233,32 @@ def traced_generator(
     return _spanned(generator, name, dict(attributes or {}), outcome, link, otel_context.get_current())
 
 
+def capture() -> Context | None:
+    """The current context, to parent work that runs after the request's context is gone; None when off."""
+    if _tracer is None:
+        return None
+    from opentelemetry import context as otel_context
+
+    return otel_context.get_current()
+
+
 def traced_iterator(
     iterator: Iterator[_Y],
     name: str,
     attributes: Attributes | None = None,
     *,
+    parent: Context | None = None,
     outcome: Callable[[], str] | None = None,
     link: str | None = None,
 ) -> Iterator[_Y]:
-    """`traced_generator` for an iterator typed as such (the WSGI body of a run)."""
+    """`iterator` inside a span whose parent is `parent` (from `capture()`; the WSGI server iterates a
+    streamed body after the request's context was detached)."""
     if _tracer is None:
         return iterator
     from opentelemetry import context as otel_context
 
-    return _spanned(iterator, name, dict(attributes or {}), outcome, link, otel_context.get_current())
+    context = parent if parent is not None else otel_context.get_current()
+    return _spanned(iterator, name, dict(attributes or {}), outcome, link, context)
 
 
 def _spanned(
@@ -359,6 +371,7 @@ def end_request(handle: RequestTrace | None, status: int | None, error: BaseExce
 __all__ = [
     "TRACES_FILE_ENV",
     "begin_request",
+    "capture",
     "configure",
     "current_traceparent",
     "enabled",

@@ -167,6 +167,7 @@ class RunStream:
         self._observer = deps.observer
         self._observer.run_started()
         self.outcome = "disconnected"
+        self._trace_parent = tracing.capture()  # the request's span: the body is iterated after it
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -314,8 +315,8 @@ class RunStream:
     def __iter__(self) -> Iterator[bytes]:
         if self._generator is None:
             self._generator = tracing.traced_iterator(
-                self._events(), "agui.run", self._trace_attributes(), outcome=lambda: self.outcome,
-                link=self._ticket.trace_link,
+                self._events(), "agui.run", self._trace_attributes(), parent=self._trace_parent,
+                outcome=lambda: self.outcome, link=self._ticket.trace_link,
             )  # fmt: skip
         return self._generator
 

@@ -249,6 +249,7 @@ def traced_iterator(
     *,
     parent: Context | None = None,
     outcome: Callable[[], str] | None = None,
+    error_code: Callable[[], str | None] | None = None,
     link: str | None = None,
 ) -> Iterator[_Y]:
     """`iterator` inside a span whose parent is `parent` (from `capture()`; the WSGI server iterates a
@@ -258,7 +259,7 @@ def traced_iterator(
     from opentelemetry import context as otel_context
 
     context = parent if parent is not None else otel_context.get_current()
-    return _spanned(iterator, name, dict(attributes or {}), outcome, link, context)
+    return _spanned(iterator, name, dict(attributes or {}), outcome, link, context, error_code)
 
 
 def _spanned(
@@ -268,7 +269,11 @@ def _spanned(
     outcome: Callable[[], str] | None,
     link: str | None,
     parent: Context,
+    error_code: Callable[[], str | None] | None = None,
 ) -> Generator[Any, Any, Any]:
+    """The span of a streamed body: an outcome of `error` (a RUN_ERROR the bridge did not choose, such
+    as a kernel failure) marks it failed, with the AG-UI error code; the events themselves are not
+    exceptions, so nothing else would."""
     from opentelemetry import context as otel_context
     from opentelemetry import trace
 
@@ -283,11 +288,21 @@ def _spanned(
             _record_error(current, exc)
         raise
     finally:
-        if outcome is not None:
-            current.set_attribute("agui.outcome", outcome())
+        _finish(current, outcome() if outcome is not None else None, error_code() if error_code is not None else None)
         otel_context.detach(token)
         current.end()
     return result
+
+
+def _finish(span: Span, outcome: str | None, code: str | None) -> None:
+    if outcome is not None:
+        span.set_attribute("agui.outcome", outcome)
+    if code is not None:
+        span.set_attribute("agui.error_code", code)
+    if outcome == "error":
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_status(Status(StatusCode.ERROR, code or "error"))
 
 
 # ------------------------------------------------------------------------------------- propagation

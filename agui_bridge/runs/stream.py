@@ -130,6 +130,7 @@ class RunStream:
     #: When the service began validating the request (time to RUN_STARTED); None: construction time.
     began_at: float | None = None
     _upstream_since: float | None = None  # the first A2A call of the stream; None once an event was read
+    error_code: str | None = None  # the code of the RUN_ERROR written, for the trace
 
     def __init__(self, deps: StreamDeps, ticket: RunTicket, run: RunInput, language: str) -> None:
         self._deps = deps
@@ -181,6 +182,7 @@ class RunStream:
         return encode_events(events)
 
     def _error_events(self, error: BridgeError) -> list[Event]:
+        self.error_code = str(error.code)
         if error.code in _UPSTREAM_CODES:
             self._observer.upstream_error(str(error.code))
         events = self._projector.close_all()
@@ -316,7 +318,7 @@ class RunStream:
         if self._generator is None:
             self._generator = tracing.traced_iterator(
                 self._events(), "agui.run", self._trace_attributes(), parent=self._trace_parent,
-                outcome=lambda: self.outcome, link=self._ticket.trace_link,
+                outcome=lambda: self.outcome, error_code=lambda: self.error_code, link=self._ticket.trace_link,
             )  # fmt: skip
         return self._generator
 

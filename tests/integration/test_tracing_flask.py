@@ -123,3 +123,15 @@ def test_with_tracing_off_no_hook_is_installed(settings: Settings) -> None:
         assert hooks == ["_bind_request_id"]
     finally:
         tracing.reset()
+
+
+def test_a_kernel_failure_marks_the_run_span_failed_with_its_code(
+    exporter: InMemorySpanExporter, settings: Settings, tmp_path: Path
+) -> None:
+    client = create_app(settings).test_client()
+    response = client.post("/", json=run_body(new_thread_id(), "please fail", tmp_path))
+    assert_valid_agui_stream(response.get_data(), expect_terminal="RUN_ERROR", capture=False)
+    (run,) = named(exporter.get_finished_spans(), "agui.run")
+    assert run.status.status_code.name == "ERROR"
+    assert run.attributes is not None
+    assert run.attributes["agui.outcome"] == "error" and run.attributes["agui.error_code"] == "A2A_EXECUTION_FAILED"

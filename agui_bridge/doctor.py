@@ -261,6 +261,26 @@ def _http_date(value: str | None) -> float | None:
         return None
 
 
+# --------------------------------------------------------------------------------------------- tracing
+
+
+def check_tracing(environ: Mapping[str, str]) -> Check:
+    """OTEL_TRACES_EXPORTER names only exporters this installation has (a wrong one turns tracing off)."""
+    import importlib.util
+
+    from agui_bridge.tracing import requested_exporters
+
+    names = requested_exporters(environ)
+    if not names:
+        return Check("tracing", True, "off (OTEL_TRACES_EXPORTER unset or none)")
+    unknown = [n for n in names if n not in ("console", "otlp")]
+    if unknown:
+        return Check("tracing", False, f"unknown exporter(s): {', '.join(unknown)}", "use console, otlp or none")
+    if "otlp" in names and importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None:
+        return Check("tracing", False, "otlp requested but not installed", "pip install 'agui-bridge[otlp]'")
+    return Check("tracing", True, f"on: {', '.join(names)}")
+
+
 # ----------------------------------------------------------------------------------------------- clock
 
 
@@ -308,6 +328,7 @@ def run_checks(
     now: Callable[[], float] = time.time,
     get: HttpGet = _requests_get,
     post: HttpPost = _requests_post,
+    environ: Mapping[str, str] | None = None,
 ) -> list[Check]:
     checks = check_state_dir(target.state_dir)
     checks.append(check_allowed_roots(target.allowed_cwds))
@@ -315,6 +336,7 @@ def run_checks(
     upstream, upstream_time = check_upstream(target.a2a_url, target.a2a_token, target.managed_a2a, get, post)
     checks.extend(upstream)
     checks.append(check_clock(now(), upstream_time, target.state_dir))
+    checks.append(check_tracing(os.environ if environ is None else environ))
     return checks
 
 

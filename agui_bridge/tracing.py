@@ -91,10 +91,12 @@ def configure(environ: Mapping[str, str] | None = None, *, exporter: SpanExporte
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     else:
-        for name in names:
-            built = _exporter(name, environ)
-            if built is not None:
-                provider.add_span_processor(BatchSpanProcessor(built))
+        exporters = [built for name in names if (built := _exporter(name, environ)) is not None]
+        if not exporters:
+            log.warning("tracing stays off: no usable exporter in OTEL_TRACES_EXPORTER")
+            return False
+        for built in exporters:
+            provider.add_span_processor(BatchSpanProcessor(built))
     _install(provider)
     return True
 

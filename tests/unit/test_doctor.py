@@ -155,7 +155,7 @@ def test_a_passing_run_against_the_demo_agent(private_dir: Path, demo_url: str, 
     names = [check.name for check in checks]
     assert names == [
         "state-dir", "state-private", "state-writable", "state-space", "allowed-roots", "auth-token",
-        "upstream-health", "upstream-a2a", "clock",
+        "upstream-health", "upstream-a2a", "clock", "tracing",
     ]  # fmt: skip
     assert "-32001" in by_name(checks)["upstream-a2a"].detail
     assert "matches the upstream" in by_name(checks)["clock"].detail
@@ -212,3 +212,19 @@ def test_render_text_has_one_line_per_check_with_the_fix(private_dir: Path) -> N
     checks = [Check("a", True, "fine"), Check("bb", False, "broken", "do this")]
     assert doctor.render_text(checks).splitlines() == ["ok    a   fine", "FAIL  bb  broken; fix: do this"]
     assert json.loads(doctor.render_json(checks))["ok"] is False
+
+
+def test_tracing_configuration() -> None:
+    assert doctor.check_tracing({}).ok
+    assert doctor.check_tracing({"OTEL_TRACES_EXPORTER": "console,otlp"}).ok  # the extra is a dev dependency
+    unknown = doctor.check_tracing({"OTEL_TRACES_EXPORTER": "zipkin"})
+    assert not unknown.ok and "zipkin" in unknown.detail
+
+
+def test_tracing_otlp_without_the_extra_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if "otlp" in name else real(name, *a))
+    check = doctor.check_tracing({"OTEL_TRACES_EXPORTER": "otlp"})
+    assert not check.ok and "agui-bridge[otlp]" in check.fix

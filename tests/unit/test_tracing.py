@@ -228,9 +228,29 @@ def test_otlp_exporter_posts_protobuf_to_the_configured_endpoint(monkeypatch: py
     assert _Collector.received[0][2] > 0
 
 
-def test_an_unknown_exporter_is_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    assert tracing.configure({"OTEL_TRACES_EXPORTER": "zipkin"})  # on, but exporting nowhere
-    assert "zipkin" in caplog.text
+def test_an_unknown_exporter_is_ignored_with_a_warning(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    assert not tracing.configure({"OTEL_TRACES_EXPORTER": "zipkin"})  # nothing would export: stays off
+    assert "zipkin" in caplog.text and not tracing.enabled()
+    tracing.reset()
+    path = tmp_path / "spans.jsonl"
+    assert tracing.configure({"OTEL_TRACES_EXPORTER": "zipkin,console", tracing.TRACES_FILE_ENV: str(path)})
+
+
+def test_otlp_without_the_extra_stays_off_and_says_how_to_install_it(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_otlp(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("opentelemetry.exporter.otlp"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_otlp)
+    assert not tracing.configure({"OTEL_TRACES_EXPORTER": "otlp"})
+    assert "agui-bridge[otlp]" in caplog.text
 
 
 def test_execution_traceparent_round_trips_and_an_invalid_one_is_dropped() -> None:

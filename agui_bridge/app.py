@@ -46,7 +46,7 @@ def _begin_trace() -> None:
     path = request.path
     if path == "/" or path.startswith("/extensions/"):
         route = request.url_rule.rule if request.url_rule is not None else "unmatched"
-        g.agui_trace = tracing.begin_request(request.method, route, request.headers)
+        g.agui_trace = tracing.begin_request(request.method, route, request.headers, g.get("agui_request_id", ""))
 
 
 def _trace_status(response: Response) -> Response:

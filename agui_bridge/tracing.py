@@ -350,7 +350,7 @@ class RequestTrace:
         self.token = token
 
 
-def begin_request(method: str, route: str, incoming: _Headers) -> RequestTrace | None:
+def begin_request(method: str, route: str, incoming: _Headers, request_id: str = "") -> RequestTrace | None:
     """Start `<METHOD> <route>` as a server span, continuing an incoming W3C `traceparent`."""
     if _tracer is None:
         return None
@@ -364,7 +364,7 @@ def begin_request(method: str, route: str, incoming: _Headers) -> RequestTrace |
         f"{method} {route}",
         context=parent,
         kind=trace.SpanKind.SERVER,
-        attributes={"http.request.method": method, "http.route": route},
+        attributes={"http.request.method": method, "http.route": route, "agui.request_id": request_id},
     )
     return RequestTrace(current, otel_context.attach(trace.set_span_in_context(current, parent)))
 

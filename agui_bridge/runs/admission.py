@@ -190,6 +190,7 @@ class GuidanceTicket:
     cwd: str
 
 
+@tracing.traced("agui.admission", _admission_attributes)
 def admit_guidance(store: ThreadStore, run: RunInput, *, cwd: str, digest: str, now_ms: int) -> GuidanceTicket:
     """behaviour.md 3.3/3.6: no busy check, no lease, no rotation; only the run digest is recorded."""
     try:

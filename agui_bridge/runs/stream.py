@@ -337,7 +337,8 @@ class RunStream:
         self._started = True
         ticket = self._ticket
         bind_log_context(thread_id=ticket.thread_id, run_id=ticket.run_id, execution_id=ticket.execution_id)
-        self._observer.time_to_run_started(time.monotonic() - (self.began_at or self._started_at))
+        began = self._started_at if self.began_at is None else self.began_at
+        self._observer.time_to_run_started(time.monotonic() - began)
         try:
             yield self._encode([ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id)])
             reopened = self._pipeline.reopen()  # durable steps of an interrupted execution (5.6)

@@ -56,7 +56,8 @@ def test_a_run_makes_one_trace_under_the_thread_runtime(
     exporter: InMemorySpanExporter, settings: Settings, tmp_path: Path
 ) -> None:
     client = create_app(settings).test_client()
-    response = client.post("/", json=run_body(new_thread_id(), "hello", tmp_path), headers={"traceparent": INCOMING})
+    headers = {"traceparent": INCOMING, "X-Request-Id": "req-42"}
+    response = client.post("/", json=run_body(new_thread_id(), "hello", tmp_path), headers=headers)
     assert response.status_code == 200
     assert_valid_agui_stream(response.get_data(), expect_terminal="success", capture=False)
     spans = exporter.get_finished_spans()
@@ -64,6 +65,8 @@ def test_a_run_makes_one_trace_under_the_thread_runtime(
     (run,) = named(spans, "agui.run")
     assert run.attributes is not None and run.attributes["agui.outcome"] == "success"
     assert parent_name(spans, run) == "POST /"
+    (request_span,) = named(spans, "POST /")
+    assert request_span.attributes is not None and request_span.attributes["agui.request_id"] == "req-42"
     assert parent_name(spans, named(spans, "agui.admission")[0]) == "POST /"
     (call,) = named(spans, "a2a.SendStreamingMessage")
     assert parent_name(spans, call) == "agui.run"  # the pump thread carried the context

@@ -103,6 +103,7 @@ def test_traced_call_is_a_child_with_ids_and_propagates_traceparent(exporter: In
     assert client.parent is not None and client.parent.span_id == server.context.span_id
     assert client.attributes == {"rpc.method": "GetTask"}
     assert server.attributes is not None and server.attributes["http.response.status_code"] == 200
+    assert server.attributes["http.route"] == "/" and server.attributes["agui.request_id"] == ""
     # The kernel receives the A2A call span itself as the parent.
     assert seen["traceparent"] == f"00-{client.context.trace_id:032x}-{client.context.span_id:016x}-01"
 

@@ -311,7 +311,7 @@ def _finish(span: Span, outcome: str | None, code: str | None) -> None:
 
 
 def headers() -> dict[str, str]:
-    """`traceparent` (and `tracestate`) of the current span for an outgoing request; {} when off."""
+    """The W3C `traceparent` of the current span for an outgoing request; {} when off."""
     if _tracer is None:
         return {}
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -358,8 +358,10 @@ def begin_request(method: str, route: str, incoming: _Headers, request_id: str =
     from opentelemetry import trace
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    carrier = {key: value for key in (TRACEPARENT, "tracestate") if (value := incoming.get(key)) is not None}
-    parent = TraceContextTextMapPropagator().extract(carrier)
+    # Only the fixed-size traceparent is taken: a caller's `tracestate` (vendor data, up to ~8 KiB) is
+    # not forwarded to the kernel.
+    value = incoming.get(TRACEPARENT)
+    parent = TraceContextTextMapPropagator().extract({TRACEPARENT: value} if value else {})
     current = _tracer.start_span(
         f"{method} {route}",
         context=parent,

@@ -91,7 +91,7 @@ def test_traced_call_is_a_child_with_ids_and_propagates_traceparent(exporter: In
     def call(method: str) -> None:
         seen.update(tracing.headers())
 
-    handle = tracing.begin_request("POST", "/", {"traceparent": INCOMING})
+    handle = tracing.begin_request("POST", "/", {"traceparent": INCOMING, "tracestate": "vendor=" + "x" * 200})
     assert handle is not None
     call("GetTask")
     tracing.end_request(handle, 200)
@@ -106,6 +106,7 @@ def test_traced_call_is_a_child_with_ids_and_propagates_traceparent(exporter: In
     assert server.attributes["http.route"] == "/" and server.attributes["agui.request_id"] == ""
     # The kernel receives the A2A call span itself as the parent.
     assert seen["traceparent"] == f"00-{client.context.trace_id:032x}-{client.context.span_id:016x}-01"
+    assert "tracestate" not in seen  # the caller's vendor data is not passed on
 
 
 def test_errors_are_recorded_by_type_and_code_never_by_message(exporter: InMemorySpanExporter) -> None:

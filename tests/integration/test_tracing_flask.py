@@ -138,3 +138,27 @@ def test_a_kernel_failure_marks_the_run_span_failed_with_its_code(
     assert run.status.status_code.name == "ERROR"
     assert run.attributes is not None
     assert run.attributes["agui.outcome"] == "error" and run.attributes["agui.error_code"] == "A2A_EXECUTION_FAILED"
+
+
+def test_the_cancel_extension_traces_its_a2a_call(
+    exporter: InMemorySpanExporter, settings: Settings, tmp_path: Path
+) -> None:
+    client = create_app(settings).test_client()
+    thread_id = new_thread_id()
+    events = assert_valid_agui_stream(
+        client.post("/", json=run_body(thread_id, "please write file", tmp_path)).get_data(),
+        expect_terminal="interrupt",
+        capture=False,
+    )
+    execution_id = next(e for e in events if e.get("name") == "iac-code.session.v1")["value"]["executionId"]
+    exporter.clear()
+    answer = client.post(
+        f"/extensions/iac-code/v1/executions/{execution_id}/cancel",
+        json={"threadId": thread_id, "rosInvocationId": "invocation-1"},
+    )
+    assert answer.get_json()["status"] == "cancelled"
+    spans = exporter.get_finished_spans()
+    (request_span,) = named(spans, "POST /extensions/iac-code/v1/executions/<execution_id>/cancel")
+    (cancel_call,) = named(spans, "a2a.CancelTask")
+    assert parent_name(spans, cancel_call) == request_span.name
+    assert execution_id not in request_span.name  # the route template, not the id

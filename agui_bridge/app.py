@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from flask import Flask, Response, g, request
 
+from agui_bridge import tracing
 from agui_bridge.a2a.client import A2AClient
 from agui_bridge.logs import configure_logging, reset_log_context
 from agui_bridge.runs.observer import NULL_OBSERVER, NullObserver
@@ -16,7 +17,7 @@ from agui_bridge.runtime import select_runtime
 from agui_bridge.service import BridgeService
 from agui_bridge.settings import Settings, settings_from_env
 from agui_bridge.state.store import ThreadStore
-from agui_bridge.web import console_api, extension_api, health_api, run_api, status_api
+from agui_bridge.web import capabilities_api, console_api, extension_api, health_api, run_api, status_api
 from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.web.http_errors import register_error_handlers
 
@@ -38,6 +39,23 @@ def _bind_request_id() -> None:
 def _echo_request_id(response: Response) -> Response:
     response.headers["X-Request-Id"] = g.get("agui_request_id", "")
     return response
+
+
+def _begin_trace() -> None:
+    """Runs and extension calls get a server span continuing the caller's `traceparent` (issue 16)."""
+    path = request.path
+    if path == "/" or path.startswith("/extensions/"):
+        route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        g.agui_trace = tracing.begin_request(request.method, route, request.headers, g.get("agui_request_id", ""))
+
+
+def _trace_status(response: Response) -> Response:
+    g.agui_trace_status = response.status_code
+    return response
+
+
+def _end_trace(error: BaseException | None) -> None:
+    tracing.end_request(g.pop("agui_trace", None), g.pop("agui_trace_status", None), error)
 
 
 def _observer(settings: Settings) -> NullObserver | PrometheusObserver:
@@ -68,6 +86,10 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions[EXTENSION_KEY] = service
     app.before_request(_bind_request_id)
     app.after_request(_echo_request_id)
+    if tracing.configure():  # once per process, from the OTEL_* variables; nothing is hooked when off
+        app.before_request(_begin_trace)
+        app.after_request(_trace_status)
+        app.teardown_request(_end_trace)
     app.register_blueprint(health_api.bp)
     app.register_blueprint(run_api.bp)
     app.register_blueprint(extension_api.bp)
@@ -76,6 +98,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
         app.register_blueprint(metrics_api.bp)
     app.register_blueprint(status_api.bp)
+    app.register_blueprint(capabilities_api.bp)
     if settings.console_enabled:
         app.register_blueprint(console_api.bp)
     register_error_handlers(app, settings.default_language)

@@ -1,4 +1,4 @@
-"""`agui-bridge` command line: serve, demo-agent, config show, state prune.
+"""`agui-bridge` command line: serve, demo-agent, config show, state prune, doctor.
 
 Settings are declared once in `agui_bridge.config` (flag > IAC_CODE_AGUI_* environment > YAML >
 default). Tokens come only from the environment or the YAML file and are never printed. Invalid
@@ -146,6 +146,18 @@ def state_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def doctor(args: argparse.Namespace) -> int:
+    """Check the deployment as `serve` would see it; exit 0 only when every check passed (issue 16)."""
+    from agui_bridge.doctor import render_json, render_text, run_checks, target_from
+    from agui_bridge.settings import settings_from_env
+
+    resolved = resolve(args, os.environ)
+    settings = settings_from_env(worker_environment(resolved, os.environ))
+    checks = run_checks(target_from(resolved.values, settings.state_dir))
+    print(render_json(checks) if args.json else render_text(checks))
+    return 0 if all(check.ok for check in checks) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agui-bridge", description="AG-UI server for A2A 1.0 agent kernels")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -164,6 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(prune_parser)
     prune_parser.add_argument("--dry-run", action="store_true", help="only report what would be removed")
     prune_parser.set_defaults(handler=state_prune)
+    doctor_parser = commands.add_parser("doctor", help="check the deployment before it takes traffic")
+    add_arguments(doctor_parser)
+    doctor_parser.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor_parser.set_defaults(handler=doctor)
     demo_parser = commands.add_parser("demo-agent", help="run the scripted demo A2A agent")
     demo_parser.add_argument("--host", default="127.0.0.1")
     demo_parser.add_argument("--port", type=int, default=41242)

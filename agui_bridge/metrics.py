@@ -51,6 +51,22 @@ LOCK_WAIT = Histogram(
     "agui_lock_wait_seconds", "Time spent waiting for a thread's file lock.",
     buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
 )  # fmt: skip
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+TIME_TO_RUN_STARTED = Histogram(
+    "agui_time_to_run_started_seconds",
+    "From the start of run validation to RUN_STARTED handed to the server (validation and admission).",
+    buckets=_LATENCY_BUCKETS,
+)
+TIME_TO_FIRST_UPSTREAM_EVENT = Histogram(
+    "agui_time_to_first_upstream_event_seconds",
+    "From the first A2A call of a run's stream to the first A2A event read (kernel latency).",
+    buckets=_LATENCY_BUCKETS,
+)
+RESUME_PREFLIGHT = Histogram(
+    "agui_resume_preflight_seconds",
+    "Resume preflight: session restore, GetTask, Pipeline catch-up and reconciliation, before any answer.",
+    buckets=_LATENCY_BUCKETS,
+)
 
 
 class PrometheusObserver:
@@ -97,6 +113,15 @@ class PrometheusObserver:
 
     def state_write(self, seconds: float) -> None:
         STATE_WRITE.observe(seconds)
+
+    def time_to_run_started(self, seconds: float) -> None:
+        TIME_TO_RUN_STARTED.observe(seconds)
+
+    def first_upstream_event(self, seconds: float) -> None:
+        TIME_TO_FIRST_UPSTREAM_EVENT.observe(seconds)
+
+    def resume_preflight(self, seconds: float) -> None:
+        RESUME_PREFLIGHT.observe(seconds)
 
 
 def render() -> tuple[bytes, str]:

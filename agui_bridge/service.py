@@ -166,6 +166,7 @@ class BridgeService:
 
     def start_run(self, raw: dict[str, Any], language: str) -> RunStream | GuidanceStream:
         """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED)."""
+        began = time.monotonic()
         if self.draining or self._active >= self.settings.max_active_runs_per_worker:
             raise ServiceUnavailable()
         run = parse_run_input(raw)
@@ -190,6 +191,7 @@ class BridgeService:
         )
         self._ensure_beacon()
         stream = RunStream(self._deps, ticket, run, language)
+        stream.began_at = began  # time to RUN_STARTED counts validation and admission
         self.last_activity = time.monotonic()
         with self._active_lock:
             self._active += 1

@@ -18,6 +18,7 @@ from typing import Any
 import requests
 from requests.adapters import HTTPAdapter
 
+from agui_bridge import tracing
 from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, decode_message, unwrap
 from agui_bridge.a2a.sse_parser import SseParser
 
@@ -26,6 +27,14 @@ log = logging.getLogger(__name__)
 A2A_VERSION_HEADER = ("A2A-Version", "1.0")
 ENSURE_RESTORED_PATH = "iac-code/session/ensure-restored"
 PIPELINE_STATE_PATH = "iac-code/pipeline/state"
+
+
+def _rpc_span(_client: object, method: str, *_args: object, **_kwargs: object) -> str:
+    return f"a2a.{method}"
+
+
+def _rpc_attributes(_client: object, method: str, *_args: object, **_kwargs: object) -> dict[str, str]:
+    return {"rpc.system": "jsonrpc", "rpc.method": method}
 
 
 class A2AStream:
@@ -90,11 +99,16 @@ class A2AClient:
     def _envelope(method: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
 
+    @tracing.traced(_rpc_span, _rpc_attributes, client=True)
     def open_stream(self, method: str, params: dict[str, Any]) -> A2AStream:
         """POST a streaming JSON-RPC call; JSON-RPC errors (HTTP 200 JSON) raise A2ARpcError."""
         try:
             response = self._session.post(
-                self.base_url, json=self._envelope(method, params), stream=True, timeout=self._stream_timeout
+                self.base_url,
+                json=self._envelope(method, params),
+                stream=True,
+                timeout=self._stream_timeout,
+                headers=tracing.headers(),
             )
         except requests.RequestException as exc:
             raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
@@ -113,6 +127,7 @@ class A2AClient:
             raise A2ATransportError("A2A answered a streaming call without a stream")
         return A2AStream(response)
 
+    @tracing.traced(_rpc_span, _rpc_attributes, client=True)
     def call(self, method: str, params: dict[str, Any], *, long: bool = False) -> A2AEvent:
         """A unary JSON-RPC call; the result is unwrapped like a stream event.
 
@@ -120,7 +135,9 @@ class A2AClient:
         """
         timeout = self._stream_timeout if long else self._call_timeout
         try:
-            response = self._session.post(self.base_url, json=self._envelope(method, params), timeout=timeout)
+            response = self._session.post(
+                self.base_url, json=self._envelope(method, params), timeout=timeout, headers=tracing.headers()
+            )
         except requests.RequestException as exc:
             raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
         if response.status_code >= 400:
@@ -140,6 +157,7 @@ class A2AClient:
     def send_message(self, params: dict[str, Any]) -> A2AEvent:
         return self.call("SendMessage", params, long=True)
 
+    @tracing.traced("a2a.ensure-restored", client=True)
     def ensure_restored(self, cwd: str, session_id: str, task_id: str) -> tuple[int, object]:
         """`POST <base>iac-code/session/ensure-restored` (behaviour.md 4.4): (HTTP status, JSON body or None)."""
         try:
@@ -147,6 +165,7 @@ class A2AClient:
                 self.base_url + ENSURE_RESTORED_PATH,
                 json={"cwd": cwd, "sessionId": session_id, "taskId": task_id},
                 timeout=self._call_timeout,
+                headers=tracing.headers(),
             )
         except requests.RequestException as exc:
             raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
@@ -156,6 +175,7 @@ class A2AClient:
             body = None
         return response.status_code, body
 
+    @tracing.traced("a2a.pipeline-state", client=True)
     def pipeline_state(self, task_id: str, after_sequence: int) -> object | None:
         """`GET <base>iac-code/pipeline/state` (behaviour.md 4.5): the JSON body, or None on 404."""
         try:
@@ -163,6 +183,7 @@ class A2AClient:
                 self.base_url + PIPELINE_STATE_PATH,
                 params={"taskId": task_id, "afterSequence": str(after_sequence)},
                 timeout=self._call_timeout,
+                headers=tracing.headers(),
             )
         except requests.RequestException as exc:
             raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc

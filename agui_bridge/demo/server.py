@@ -12,6 +12,7 @@ import copy
 import hmac
 import ipaddress
 import json
+import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -62,6 +63,8 @@ BACKUP_NOT_READY_MESSAGE = "Session backup is still synchronizing. Retry after 3
 #: would otherwise make every event copy an ever-growing history (quadratic time).
 HISTORY_LIMIT = 200
 _LOOPBACK_NAMES = frozenset({"localhost"})
+#: Test hook (issue 16): append every received W3C `traceparent` to this file, one JSON line each.
+TRACEPARENT_LOG_ENV = "AGUI_DEMO_TRACEPARENT_LOG"
 
 
 def token_from_env(environ: Mapping[str, str]) -> str | None:
@@ -244,6 +247,23 @@ class BearerAuthMiddleware:
         await send({"type": "http.response.body", "body": body})
 
 
+class TraceparentRecorder:
+    """Test hook: record the `traceparent` header of each HTTP request (path and value, nothing else)."""
+
+    def __init__(self, app: ASGIApp, path: str) -> None:
+        self._app = app
+        self._path = path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", []):
+                if name == b"traceparent":
+                    line = json.dumps({"path": scope.get("path"), "traceparent": value.decode("latin-1")}) + "\n"
+                    with open(self._path, "a", encoding="utf-8") as handle:
+                        handle.write(line)
+        await self._app(scope, receive, send)
+
+
 def build_agent_card(url: str = "http://127.0.0.1/") -> AgentCard:
     """The demo agent's card (JSON-RPC, A2A 1.0, streaming)."""
     return AgentCard(
@@ -339,6 +359,8 @@ def create_demo_app(token: str | None) -> ASGIApp:
     app: ASGIApp = Starlette(routes=routes, lifespan=lifespan)
     if token:
         app = BearerAuthMiddleware(app, token)
+    if record_to := os.environ.get(TRACEPARENT_LOG_ENV):
+        app = TraceparentRecorder(app, record_to)
     return app
 
 

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agui_bridge import tracing
 from agui_bridge.errors import (
     DuplicateRunId,
     ExecutionLost,
@@ -46,6 +47,7 @@ class RunTicket:
     pipeline_open_steps: list[str] = field(default_factory=list)
     orphaned_task_ids: list[str] = field(default_factory=list)
     expired_task_ids: list[str] = field(default_factory=list)
+    trace_link: str | None = None  # a resume: the traceparent its execution's first run stored (issue 16)
 
 
 #: Whether an owner worker still streams a run: its beacon is fresh and lists it (state/beacon.py).
@@ -87,6 +89,11 @@ def _drop_expired_pending(state: model.ThreadState, now_ms: int, expired_tasks: 
     return True
 
 
+def _admission_attributes(_store: ThreadStore, run: RunInput, **_kwargs: object) -> dict[str, str | bool]:
+    return {"agui.thread_id": run.thread_id, "agui.run_id": run.run_id, "agui.resume": run.resume is not None}
+
+
+@tracing.traced("agui.admission", _admission_attributes)
 def admit_run(
     store: ThreadStore,
     run: RunInput,
@@ -131,6 +138,7 @@ def admit_run(
                     raise ResumeRequired()
                 if not fresh:
                     model.rotate_execution(state, run.props.ros_invocation_id, str(uuid.uuid4()))
+                state.execution.traceparent = tracing.current_traceparent()
             execution = state.execution
             state.active_run = model.RunLease(
                 run_id=run.run_id,
@@ -164,6 +172,7 @@ def admit_run(
                 pipeline_open_steps=list(execution.pipeline_open_steps),
                 orphaned_task_ids=orphans,
                 expired_task_ids=expired,
+                trace_link=execution.traceparent if is_resume else None,
             )
     except StateError as exc:
         raise StateUnavailable() from exc
@@ -181,6 +190,7 @@ class GuidanceTicket:
     cwd: str
 
 
+@tracing.traced("agui.admission", _admission_attributes)
 def admit_guidance(store: ThreadStore, run: RunInput, *, cwd: str, digest: str, now_ms: int) -> GuidanceTicket:
     """behaviour.md 3.3/3.6: no busy check, no lease, no rotation; only the run digest is recorded."""
     try:

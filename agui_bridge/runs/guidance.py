@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from agui_bridge import tracing
 from agui_bridge.a2a import messages as a2a_messages
 from agui_bridge.a2a.signals import A2AError, A2AEvent, A2ARpcError
 from agui_bridge.errors import (
@@ -67,6 +68,7 @@ class GuidanceStream:
         self._queue: Any = None
         self.outcome = "disconnected"
         deps.observer.run_started()
+        self._trace_parent = tracing.capture()  # the request's span: the body is iterated after it
 
     def request_stop(self) -> None:
         """Worker shutdown: end with RUN_ERROR CANCELLED; the task is left alone, as on a disconnect."""
@@ -78,7 +80,9 @@ class GuidanceStream:
                 log.debug("stop wake-up not queued", exc_info=True)
 
     def __iter__(self) -> Iterator[bytes]:
-        return self._events()
+        ids = {"agui.thread_id": self._ticket.thread_id, "agui.run_id": self._ticket.run_id}
+        return tracing.traced_iterator(self._events(), "agui.guidance", ids, parent=self._trace_parent,
+                                       outcome=lambda: self.outcome)  # fmt: skip
 
     def close(self) -> None:
         self._cleanup()

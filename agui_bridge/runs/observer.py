@@ -18,6 +18,9 @@ class RunObserver(Protocol):
     def upstream_error(self, kind: str) -> None: ...
     def interrupts_announced(self, count: int) -> None: ...
     def interrupts_closed(self, count: int, how: str) -> None: ...
+    def time_to_run_started(self, seconds: float) -> None: ...
+    def first_upstream_event(self, seconds: float) -> None: ...
+    def resume_preflight(self, seconds: float) -> None: ...
 
 
 class NullObserver:
@@ -48,6 +51,15 @@ class NullObserver:
         pass
 
     def state_write(self, seconds: float) -> None:
+        pass
+
+    def time_to_run_started(self, seconds: float) -> None:
+        pass
+
+    def first_upstream_event(self, seconds: float) -> None:
+        pass
+
+    def resume_preflight(self, seconds: float) -> None:
         pass
 
 

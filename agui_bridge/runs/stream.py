@@ -21,6 +21,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from agui_bridge import tracing
 from agui_bridge.a2a import messages as a2a_messages
 from agui_bridge.a2a.client import A2AClient
 from agui_bridge.a2a.signals import (
@@ -126,6 +127,11 @@ class _Terminal(Exception):
 class RunStream:
     """Iterable WSGI body for one admitted run."""
 
+    #: When the service began validating the request (time to RUN_STARTED); None: construction time.
+    began_at: float | None = None
+    _upstream_since: float | None = None  # the first A2A call of the stream; None once an event was read
+    error_code: str | None = None  # the code of the RUN_ERROR written, for the trace
+
     def __init__(self, deps: StreamDeps, ticket: RunTicket, run: RunInput, language: str) -> None:
         self._deps = deps
         self._settings = deps.settings
@@ -162,6 +168,7 @@ class RunStream:
         self._observer = deps.observer
         self._observer.run_started()
         self.outcome = "disconnected"
+        self._trace_parent = tracing.capture()  # the request's span: the body is iterated after it
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -175,6 +182,7 @@ class RunStream:
         return encode_events(events)
 
     def _error_events(self, error: BridgeError) -> list[Event]:
+        self.error_code = str(error.code)
         if error.code in _UPSTREAM_CODES:
             self._observer.upstream_error(str(error.code))
         events = self._projector.close_all()
@@ -308,7 +316,10 @@ class RunStream:
 
     def __iter__(self) -> Iterator[bytes]:
         if self._generator is None:
-            self._generator = self._events()
+            self._generator = tracing.traced_iterator(
+                self._events(), "agui.run", self._trace_attributes(), parent=self._trace_parent,
+                outcome=lambda: self.outcome, error_code=lambda: self.error_code, link=self._ticket.trace_link,
+            )  # fmt: skip
         return self._generator
 
     def close(self) -> None:
@@ -317,10 +328,17 @@ class RunStream:
             self._generator.close()  # type: ignore[attr-defined]
         self._cleanup()
 
+    def _trace_attributes(self) -> dict[str, str | bool]:
+        ticket = self._ticket
+        ids = {"agui.thread_id": ticket.thread_id, "agui.run_id": ticket.run_id}
+        return {**ids, "agui.execution_id": ticket.execution_id, "agui.resume": ticket.is_resume}
+
     def _events(self) -> Iterator[bytes]:
         self._started = True
         ticket = self._ticket
         bind_log_context(thread_id=ticket.thread_id, run_id=ticket.run_id, execution_id=ticket.execution_id)
+        began = self._started_at if self.began_at is None else self.began_at
+        self._observer.time_to_run_started(time.monotonic() - began)
         try:
             yield self._encode([ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id)])
             reopened = self._pipeline.reopen()  # durable steps of an interrupted execution (5.6)
@@ -330,7 +348,7 @@ class RunStream:
                 self._cancel_task_later(task_id)
             try:
                 if ticket.is_resume:
-                    upstream = yield from self._resume_preflight()
+                    upstream = yield from self._timed_preflight()
                 else:
                     upstream = self._new_run_upstream()
                 yield from self._pump_upstream(upstream)
@@ -393,6 +411,7 @@ class RunStream:
         settings = self._settings
         runtime = self._deps.runtime
         self._upstream = upstream
+        self._upstream_since = time.monotonic()
         queue = runtime.make_queue(settings.queue_maxsize)
         self._wait_queue = queue
         self._pump = runtime.spawn(
@@ -420,6 +439,8 @@ class RunStream:
             if isinstance(item, SendOpened):
                 self._awaiting = item.interrupt_ids
             elif item is not None and item is not _WAKE:
+                if self._upstream_since is not None and isinstance(item, list):
+                    self._first_upstream_event()
                 out: list[Event] = []
                 try:
                     while True:
@@ -452,7 +473,20 @@ class RunStream:
             yield from self._tick()
         yield self._encode(self._finish())
 
+    def _first_upstream_event(self) -> None:
+        assert self._upstream_since is not None
+        self._observer.first_upstream_event(time.monotonic() - self._upstream_since)
+        self._upstream_since = None
+
     # ---- resume (6.3-6.5) -----------------------------------------------------------------------
+
+    def _timed_preflight(self) -> Generator[bytes, None, Upstream]:
+        """The preflight, measured (metrics) and traced; a failed one is measured too."""
+        started = time.monotonic()
+        try:
+            return (yield from tracing.traced_generator(self._resume_preflight(), "agui.resume_preflight"))
+        finally:
+            self._observer.resume_preflight(time.monotonic() - started)
 
     def _resume_preflight(self) -> Generator[bytes, None, Upstream]:
         """Check, restore, reconcile and validate before anything reaches A2A; then plan the sends."""

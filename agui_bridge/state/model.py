@@ -49,6 +49,7 @@ PENDING_VALUE_KEYS = frozenset(
 )
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -86,6 +87,9 @@ class Execution:
     pipeline_open_steps: list[str] = field(default_factory=list)
     text_snapshot_digests: list[str] = field(default_factory=list)
     pending: dict[str, PendingInterrupt] = field(default_factory=dict)
+    #: W3C traceparent of the run that started this execution, only while tracing is on (issue 16):
+    #: a resume's span links to it. An id pair, nothing else; an invalid value is dropped on read.
+    traceparent: str | None = None
 
 
 @dataclass
@@ -209,6 +213,8 @@ def to_document(state: ThreadState) -> dict[str, object]:
         "taskId": execution.task_id,
         "textSnapshotDigests": sorted(set(execution.text_snapshot_digests)),
     }
+    if execution.traceparent is not None:
+        execution_doc["traceparent"] = execution.traceparent
     doc: dict[str, object] = {}
     if state.active_run is not None:
         lease = state.active_run
@@ -327,7 +333,13 @@ def _execution_from(raw: object) -> Execution:
         pipeline_open_steps=sorted({str(step) for step in steps}),
         text_snapshot_digests=sorted({str(d) for d in digests}),
         pending=_pending_from(doc),
+        traceparent=_traceparent(doc.get("traceparent")),
     )
+
+
+def _traceparent(raw: object) -> str | None:
+    """Tracing is never a reason to call a thread file corrupt: anything but a valid id is dropped."""
+    return raw if isinstance(raw, str) and _TRACEPARENT.fullmatch(raw) else None
 
 
 def _lease_from(raw: object) -> RunLease:

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from filelock import FileLock, Timeout
 
+from agui_bridge import tracing
 from agui_bridge.state.errors import (
     InvalidThreadId,
     StateCorrupt,
@@ -310,6 +311,7 @@ class ThreadStore:
         except OSError as exc:
             raise StateError("state directory unavailable") from exc
 
+    @tracing.traced("agui.state.commit", lambda _self, _path, state: {"agui.thread_id": state.thread_id})
     def _write(self, path: Path, state: ThreadState) -> None:
         started = time.monotonic()
         self._write_file(path, state)

@@ -1,9 +1,9 @@
 """The A2A 1.0 JSON-RPC client (the only module that imports requests).
 
-One `requests.Session` per process, created after fork, with a pool large enough for every open
-stream plus the unary calls made while streams are open (a2a-wire-notes 4.7). Streams use a
-(connect, read) timeout whose read part exceeds the kernel's 15 s `: ping`, so long silent turns
-survive while a dead peer is still noticed.
+One `requests.Session` per process, created after fork, blind to proxy variables and netrc, with a
+pool large enough for every open stream plus the unary calls made while streams are open
+(a2a-wire-notes 4.7). Streams use a (connect, read) timeout whose read part exceeds the kernel's
+15 s `: ping`, so long silent turns survive while a dead peer is still noticed.
 """
 
 from __future__ import annotations
@@ -79,6 +79,9 @@ class A2AClient:
         self._stream_timeout = (connect_timeout_s, read_timeout_s)
         self._call_timeout = (connect_timeout_s, call_timeout_s)
         self._session = requests.Session()
+        # No HTTP(S)_PROXY, no netrc, no CA bundle from the environment: prompts, tokens and cloud credentials
+        # go to the loopback kernel and nowhere else. (No proxy option exists; the upstream is loopback.)
+        self._session.trust_env = False
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool_maxsize, max_retries=0)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)

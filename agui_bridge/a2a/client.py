@@ -20,6 +20,7 @@ from requests.adapters import HTTPAdapter
 
 from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, decode_message, unwrap
 from agui_bridge.a2a.sse_parser import SseParser
+from agui_bridge.loopback import normalise_upstream_url
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class A2AClient:
         call_timeout_s: float = 10.0,
         pool_maxsize: int = 1024,
     ) -> None:
-        self.base_url = base_url if base_url.endswith("/") else base_url + "/"
+        self.base_url = normalise_upstream_url(base_url)  # loopback only, even for a hand-built Settings
         self._stream_timeout = (connect_timeout_s, read_timeout_s)
         self._call_timeout = (connect_timeout_s, call_timeout_s)
         self._session = requests.Session()

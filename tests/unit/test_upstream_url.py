@@ -177,3 +177,10 @@ def test_finding_09_a2a_session_ignores_proxy_variables(
         client.close()
     assert proxy_hits == [], "the A2A call (with its bearer token) went through the proxy"
     assert len(upstream_hits) == 2
+
+
+def test_finding_09_the_client_itself_refuses_a_non_loopback_url() -> None:
+    """Settings built by hand (tests, embedding) skip load_settings; the A2A client checks again."""
+    with pytest.raises(UpstreamUrlError):
+        A2AClient("http://evil.example\\@127.0.0.1/", None)
+    assert A2AClient("http://127.0.0.1:1", None).base_url == "http://127.0.0.1:1/"

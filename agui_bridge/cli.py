@@ -135,7 +135,7 @@ def state_prune(args: argparse.Namespace) -> int:
     from agui_bridge.state.store import ThreadStore
 
     resolved = resolve(args, os.environ)
-    settings = build_settings(resolved, os.environ)
+    settings = build_settings(resolved, os.environ, serving=False)
     store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)
     report = prune(store, retention_days=resolved["state_retention_days"], dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"

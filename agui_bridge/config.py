@@ -107,12 +107,16 @@ def _host(value: Any) -> str:
     return host
 
 
-def _token(value: Any) -> str:
+def _token(name: str) -> Callable[[Any], str]:
     """A token that is set must be usable: an empty or blank one is a mistake, never "auth off"."""
-    token = _string(value)
-    if not token.strip():
-        raise ConfigError("auth_token and a2a_token must not be empty or blank: set a token or leave it unset.")
-    return token
+
+    def convert(value: Any) -> str:
+        token = _string(value)
+        if not token.strip():
+            raise ConfigError(f"{name} (IAC_CODE_AGUI_{name.upper()}) is set but empty: set a token or unset it.")
+        return token
+
+    return convert
 
 
 def _paths(value: Any) -> str:
@@ -216,10 +220,10 @@ OPTIONS: tuple[Option, ...] = (
         "allowed_cwds", "ALLOWED_CWDS", None, _paths, "allowed_cwds must be a path list.",
         "workspace roots a run may use", flag=False,
     ),
-    Option("auth_token", "AUTH_TOKEN", None, _token, "auth_token must be a string.", "bearer token clients send",
-           flag=False, secret=True),
-    Option("a2a_token", "A2A_TOKEN", None, _token, "a2a_token must be a string.", "bearer token for --a2a-url",
-           flag=False, secret=True),
+    Option("auth_token", "AUTH_TOKEN", None, _token("auth_token"), "auth_token must be a string.",
+           "bearer token clients send", flag=False, secret=True),
+    Option("a2a_token", "A2A_TOKEN", None, _token("a2a_token"), "a2a_token must be a string.",
+           "bearer token for --a2a-url", flag=False, secret=True),
     Option(
         "allow_unauthenticated", "ALLOW_UNAUTHENTICATED", False, _boolean,
         "--allow-unauthenticated must be true or false.",
@@ -321,8 +325,9 @@ def worker_environment(resolved: Resolved, environ: Mapping[str, str]) -> dict[s
     return env
 
 
-def build_settings(resolved: Resolved, environ: Mapping[str, str]) -> Settings:
-    """The typed `Settings` of resolved values: each option fills its field; then the cross-field rules."""
+def build_settings(resolved: Resolved, environ: Mapping[str, str], *, serving: bool = True) -> Settings:
+    """The typed `Settings` of resolved values: each option fills its field; then, for a server (not for
+    `state prune`, which binds nothing), the cross-field rules."""
     from agui_bridge.i18n import process_default_language
     from agui_bridge.settings import Settings, allowed_roots, default_state_dir, expand_path
 
@@ -342,7 +347,8 @@ def build_settings(resolved: Resolved, environ: Mapping[str, str]) -> Settings:
     changes["allowed_cwds"] = allowed_roots(cwds) if cwds is not None else None
     changes["default_language"] = process_default_language(environ)
     settings = Settings(**changes)
-    check_settings(settings)
+    if serving:
+        check_settings(settings)
     return settings
 
 

@@ -31,6 +31,7 @@ from tests.bridge_harness import REPO_ROOT, bridge_server, new_thread_id, run_bo
 pytestmark = pytest.mark.e2e
 
 TOKEN = "edge-" + "x" * 24
+EMPTY_TOKEN = "auth_token (IAC_CODE_AGUI_AUTH_TOKEN) is set but empty"
 CANCEL = "/extensions/iac-code/v1/executions/exec-1/cancel"
 STATUS = "/extensions/iac-code/v1/threads/thread-1/status"
 
@@ -87,8 +88,8 @@ def assert_error(response: requests.Response, status: int, code: str, language: 
     [
         (["--host", "0.0.0.0"], {}, "refusing to listen on 0.0.0.0 without a token"),
         (["--host", "::"], {}, "refusing to listen on :: without a token"),
-        (["--host", "0.0.0.0"], {"IAC_CODE_AGUI_AUTH_TOKEN": ""}, "auth_token and a2a_token must not be empty"),
-        (["--host", "127.0.0.1"], {"IAC_CODE_AGUI_AUTH_TOKEN": "   "}, "auth_token and a2a_token must not be empty"),
+        (["--host", "0.0.0.0"], {"IAC_CODE_AGUI_AUTH_TOKEN": ""}, EMPTY_TOKEN),
+        (["--host", "127.0.0.1"], {"IAC_CODE_AGUI_AUTH_TOKEN": "   "}, EMPTY_TOKEN),
     ],
 )
 def test_finding_01_public_bind_without_a_token_exits_2_with_one_line(

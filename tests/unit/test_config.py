@@ -180,9 +180,9 @@ def test_flags_win_over_the_environment_in_load_settings(tmp_path: Path) -> None
         ({"IAC_CODE_AGUI_CONSOLE": "yes please"}, "--console must be true or false."),
         ({"IAC_CODE_AGUI_RUNTIME": "fibers"}, "runtime must be auto, gevent or threads."),
         ({"IAC_CODE_AGUI_WORKER_CONNECTIONS": "0"}, "worker_connections must be >= 1."),
-        ({"IAC_CODE_AGUI_AUTH_TOKEN": ""}, "auth_token and a2a_token must not be empty or blank"),
-        ({"IAC_CODE_AGUI_AUTH_TOKEN": " \t "}, "auth_token and a2a_token must not be empty or blank"),
-        ({"IAC_CODE_AGUI_A2A_TOKEN": ""}, "auth_token and a2a_token must not be empty or blank"),
+        ({"IAC_CODE_AGUI_AUTH_TOKEN": ""}, "auth_token (IAC_CODE_AGUI_AUTH_TOKEN) is set but empty"),
+        ({"IAC_CODE_AGUI_AUTH_TOKEN": " \t "}, "auth_token (IAC_CODE_AGUI_AUTH_TOKEN) is set but empty"),
+        ({"IAC_CODE_AGUI_A2A_TOKEN": ""}, "a2a_token (IAC_CODE_AGUI_A2A_TOKEN) is set but empty"),
         ({"IAC_CODE_AGUI_HOST": "0.0.0.0"}, "refusing to listen on 0.0.0.0 without a token"),
         ({"IAC_CODE_AGUI_HOST": "::"}, "refusing to listen on :: without a token"),
         ({"IAC_CODE_AGUI_HOST": "example.org"}, "refusing to listen on example.org without a token"),
@@ -247,3 +247,14 @@ def test_settings_reach_workers_without_rewriting_the_environment() -> None:
         or "importlib.reload" in path.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+def test_state_prune_binds_nothing_so_the_bind_rule_does_not_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("IAC_CODE_AGUI_HOST", "0.0.0.0")
+    monkeypatch.delenv("IAC_CODE_AGUI_AUTH_TOKEN", raising=False)
+    assert main(["state", "prune", "--dry-run", "--state-dir", str(tmp_path / "state")]) == 0
+    assert "would remove 0 of 0 thread file(s)" in capsys.readouterr().out
+    monkeypatch.setenv("IAC_CODE_AGUI_METRICS", "flase")  # still validated
+    assert main(["state", "prune", "--dry-run", "--state-dir", str(tmp_path / "state")]) == 2

@@ -168,7 +168,7 @@ def test_finding_01_dockerfile_cmd_refuses_to_start_without_a_token(
     assert err.count("\n") == 1 and "refusing to listen on 0.0.0.0 without a token" in err
     monkeypatch.setenv("IAC_CODE_AGUI_AUTH_TOKEN", "  ")
     assert main(argv[1:]) == 2
-    assert "must not be empty or blank" in capsys.readouterr().err
+    assert "is set but empty" in capsys.readouterr().err
 
 
 def test_dockerfile_healthcheck_probes_health_on_the_served_port(dockerfile: list[tuple[str, str]]) -> None:

@@ -258,3 +258,20 @@ def test_state_prune_binds_nothing_so_the_bind_rule_does_not_apply(
     assert "would remove 0 of 0 thread file(s)" in capsys.readouterr().out
     monkeypatch.setenv("IAC_CODE_AGUI_METRICS", "flase")  # still validated
     assert main(["state", "prune", "--dry-run", "--state-dir", str(tmp_path / "state")]) == 2
+
+
+def test_the_master_side_of_the_configuration_stays_stdlib_only() -> None:
+    """load_settings + gunicorn_settings run in the unpatched gunicorn master before fork."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from agui_bridge.config import load_settings\n"
+        "from agui_bridge.gunicorn_config import gunicorn_settings\n"
+        "gunicorn_settings(load_settings({'IAC_CODE_AGUI_AUTH_TOKEN': 't', 'IAC_CODE_AGUI_HOST': '0.0.0.0'}))\n"
+        "heavy = ('flask', 'werkzeug', 'gevent', 'greenlet', 'requests', 'urllib3', 'filelock', 'yaml')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

@@ -19,13 +19,18 @@ TIMEOUT_S = 30
 KEEPALIVE_S = 5
 
 
-def json_logconfig(loglevel: str) -> dict[str, Any]:
-    """With JSON logs gunicorn's own error log uses the same formatter (the class is stdlib-only)."""
+#: The formatter of each log format; both redact and escape control characters (agui_bridge.logs).
+FORMATTERS = {"json": "agui_bridge.logs.JsonFormatter", "text": "agui_bridge.logs.TextFormatter"}
+
+
+def logconfig(loglevel: str, log_format: str) -> dict[str, Any]:
+    """gunicorn's own error log uses our formatter too: a request line or header value it quotes in an
+    error cannot forge a log line or carry a token out (the classes are stdlib-only)."""
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "agui_bridge.logs.JsonFormatter"}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+        "formatters": {"bridge": {"()": FORMATTERS[log_format]}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "bridge", "stream": "ext://sys.stderr"}},
         "root": {"handlers": ["stderr"], "level": "WARNING"},
         "loggers": {
             "gunicorn.error": {"handlers": ["stderr"], "level": loglevel.upper(), "propagate": False},
@@ -60,7 +65,7 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
         "accesslog": None,
         "errorlog": "-",
         "loglevel": settings.log_level,
-        "logconfig_dict": json_logconfig(settings.log_level) if settings.log_format == "json" else {},
+        "logconfig_dict": logconfig(settings.log_level, settings.log_format),
         "on_starting": on_starting,
         "post_worker_init": post_worker_init,
         "worker_abort": worker_abort,

@@ -198,3 +198,29 @@ def test_text_formatter_quotes_values_that_could_fake_a_field() -> None:
     record = _record("run ended", thread_id="t1 outcome=success", run_id="r1")
     line = TextFormatter().format(record)
     assert 'thread_id="t1 outcome=success"' in line and line.endswith("run_id=r1")
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_finding_11_gunicorn_and_library_records_are_redacted_and_escaped(log_format: str) -> None:
+    """gunicorn's logconfig sends its own loggers and the root logger (libraries) through our formatter."""
+    import subprocess
+    from pathlib import Path
+
+    from agui_bridge.gunicorn_config import gunicorn_settings
+    from agui_bridge.settings import Settings
+
+    config = gunicorn_settings(Settings(log_format=log_format))["logconfig_dict"]
+    code = (
+        "import json, logging, logging.config, sys\n"
+        "logging.config.dictConfig(json.loads(sys.argv[1]))\n"
+        "logging.getLogger('gunicorn.error').warning('bad header %s', 'X\\x1b[2J Authorization: Bearer g-1')\n"
+        "logging.getLogger('urllib3.connectionpool').warning('retry\\nforged api_key=lib-2')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(config)],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    lines = done.stderr.rstrip("\n").split("\n")
+    assert len(lines) == 2, done.stderr
+    assert "\x1b" not in done.stderr and "g-1" not in done.stderr and "lib-2" not in done.stderr
+    assert all(REDACTED in line for line in lines)

@@ -18,6 +18,7 @@ from agui_bridge.service import BridgeService
 from agui_bridge.settings import Settings, settings_from_env
 from agui_bridge.state.store import ThreadStore
 from agui_bridge.web import capabilities_api, console_api, extension_api, health_api, run_api, status_api
+from agui_bridge.web.auth import guard_request
 from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.web.http_errors import register_error_handlers
 
@@ -67,7 +68,11 @@ def _observer(settings: Settings) -> NullObserver | PrometheusObserver:
 
 
 def create_app(settings: Settings | None = None) -> Flask:
-    """Build one app per worker process (after fork): no I/O happens here beyond object creation."""
+    """Build one app per worker process (after fork): no I/O happens here beyond object creation.
+
+    Without `settings` (wsgi.py) the IAC_CODE_AGUI_* environment goes through the same validation as
+    `agui-bridge serve`; an invalid value raises ConfigError.
+    """
     settings = settings or settings_from_env(os.environ)
     configure_logging(settings.log_level, settings.log_format)
     app = Flask("agui_bridge")
@@ -85,6 +90,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     service = BridgeService(settings, store, client, select_runtime(settings.runtime_backend), observer)
     app.extensions[EXTENSION_KEY] = service
     app.before_request(_bind_request_id)
+
+    def _guard_request() -> None:
+        return guard_request(settings)
+
+    app.before_request(_guard_request)
     app.after_request(_echo_request_id)
     if tracing.configure():  # once per process, from the OTEL_* variables; nothing is hooked when off
         app.before_request(_begin_trace)

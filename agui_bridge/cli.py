@@ -13,29 +13,36 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from agui_bridge.config import ConfigError, add_arguments, describe, resolve, worker_environment
+from agui_bridge.config import ConfigError, add_arguments, build_settings, describe, resolve, worker_environment
+
+if TYPE_CHECKING:
+    from agui_bridge.settings import Settings
 
 __all__ = ["ConfigError", "build_parser", "main"]
 
 
-def run_gunicorn(app_uri: str | None = None) -> None:
-    """Run gunicorn in this process with our settings; the app is built in each worker."""
+def run_gunicorn(settings: Settings) -> None:
+    """Run gunicorn in this process; each worker builds its app from these validated settings.
+
+    The settings object reaches the workers through fork (the app is loaded after it), so nothing is
+    written back to the environment and no module is reloaded.
+    """
     from gunicorn.app.base import BaseApplication
 
-    from agui_bridge import gunicorn_config
+    from agui_bridge.gunicorn_config import gunicorn_settings
 
     class BridgeApplication(BaseApplication):  # type: ignore[misc]
         def load_config(self) -> None:
-            for key, value in gunicorn_config.SETTINGS.items():
+            for key, value in gunicorn_settings(settings).items():
                 self.cfg.set(key, value)
 
         def load(self) -> Any:
             from agui_bridge.app import create_app
 
-            return create_app()
+            return create_app(settings)
 
     BridgeApplication().run()
 
@@ -44,30 +51,22 @@ def serve(args: argparse.Namespace) -> int:
     from agui_bridge.managed import ManagedUpstream, ManagedUpstreamError
 
     resolved = resolve(args, os.environ)
-    env = worker_environment(resolved, os.environ)
+    settings = build_settings(resolved, os.environ)
     upstream_lost = threading.Event()
     managed: ManagedUpstream | None = None
-    if resolved["a2a_url"] is None:
-        managed = ManagedUpstream(resolved["managed_a2a"], env)
+    if settings.a2a_url is None:
+        managed = ManagedUpstream(settings.managed_a2a, worker_environment(resolved, os.environ))
         try:
             managed.start()
         except ManagedUpstreamError as exc:
             print(f"agui-bridge: {exc}", file=sys.stderr)
             return 1
-        env["IAC_CODE_AGUI_A2A_URL"] = managed.url
-        env["IAC_CODE_AGUI_A2A_TOKEN"] = managed.token
+        settings = settings.replace(a2a_url=managed.url, a2a_token=managed.token)
         managed.watch(lambda: _stop_for_lost_upstream(upstream_lost))
-    created_metrics_dir = _prepare_metrics_dir(env) if resolved["metrics"] else None
-    os.environ.clear()
-    os.environ.update(env)
-    import importlib
-
-    from agui_bridge import gunicorn_config
-
-    importlib.reload(gunicorn_config)  # pick up the resolved host/port/workers
+    created_metrics_dir = _prepare_metrics_dir(os.environ) if settings.metrics_enabled else None
     status = 0
     try:
-        run_gunicorn()
+        run_gunicorn(settings)
     except SystemExit as exit_:  # gunicorn's arbiter leaves through sys.exit
         status = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     finally:
@@ -87,11 +86,12 @@ def _stop_for_lost_upstream(flag: threading.Event) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _prepare_metrics_dir(env: dict[str, str]) -> str | None:
+def _prepare_metrics_dir(env: MutableMapping[str, str]) -> str | None:
     """Point prometheus_client's multiprocess mode at an empty directory before any worker forks.
 
     A directory given in PROMETHEUS_MULTIPROC_DIR is emptied (stale worker files would be summed);
-    otherwise a private temporary one is created and returned so it can be removed at exit.
+    otherwise a private temporary one is created and returned so it can be removed at exit. prometheus_client
+    reads the variable in each worker, so it is set in this process's environment before gunicorn forks.
     """
     given = env.get("PROMETHEUS_MULTIPROC_DIR")
     if given:
@@ -131,12 +131,11 @@ def config_show(args: argparse.Namespace) -> int:
 
 def state_prune(args: argparse.Namespace) -> int:
     """Remove thread files idle past retention with nothing pending and no live run (D8)."""
-    from agui_bridge.settings import settings_from_env
     from agui_bridge.state.retention import prune
     from agui_bridge.state.store import ThreadStore
 
     resolved = resolve(args, os.environ)
-    settings = settings_from_env(worker_environment(resolved, os.environ))
+    settings = build_settings(resolved, os.environ, serving=False)
     store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)
     report = prune(store, retention_days=resolved["state_retention_days"], dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
@@ -149,10 +148,10 @@ def state_prune(args: argparse.Namespace) -> int:
 def doctor(args: argparse.Namespace) -> int:
     """Check the deployment as `serve` would see it; exit 0 only when every check passed (issue 16)."""
     from agui_bridge.doctor import render_json, render_text, run_checks, target_from
-    from agui_bridge.settings import settings_from_env
 
     resolved = resolve(args, os.environ)
-    settings = settings_from_env(worker_environment(resolved, os.environ))
+    # Not serving: the bind rule is reported as the auth-token check below instead of stopping here.
+    settings = build_settings(resolved, os.environ, serving=False)
     checks = run_checks(target_from(resolved.values, settings.state_dir))
     print(render_json(checks) if args.json else render_text(checks))
     return 0 if all(check.ok for check in checks) else 1

@@ -1,10 +1,10 @@
 """The serve configuration as one table: flag > IAC_CODE_AGUI_* environment > YAML > default.
 
 Like gunicorn's `config.py`, every setting is declared once (name, flag, environment variable, default,
-validation, help) and everything else is derived from the table: the argparse flags, the resolution with
-the source of each value (`agui-bridge config show`), and the environment handed to gunicorn workers,
-whose `create_app` reads it back with `settings_from_env`. Tokens are environment/YAML only and never
-printed. stdlib only at import (this runs in the gunicorn master before fork).
+validation, help, the `Settings` field it fills) and everything else is derived from the table: the argparse
+flags, the resolution with the source of each value (`agui-bridge config show`) and `load_settings`, the one
+parse and validation every entry point uses (the CLI, `wsgi.py`, `deploy/gunicorn.conf.py`). Tokens are
+environment/YAML only and never printed. stdlib only at import (this runs in the gunicorn master before fork).
 """
 
 from __future__ import annotations
@@ -12,12 +12,15 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from agui_bridge.loopback import UpstreamUrlError, is_loopback_host, normalise_upstream_url
+
+if TYPE_CHECKING:
+    from agui_bridge.settings import Settings
 
 ENV_PREFIX = "IAC_CODE_AGUI_"
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MASK = "********"
 
 
@@ -90,11 +93,30 @@ def _boolean(value: Any) -> bool:
 
 
 def normalise_a2a_url(value: Any) -> str:
-    url = _string(value)
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or parts.hostname not in LOOPBACK_HOSTS:
-        raise ConfigError("The AG-UI adapter may connect only to a loopback A2A HTTP(S) URL.")
-    return url.rstrip("/") + "/"
+    """A loopback http(s) URL (agui_bridge.loopback); anything else stops the start with the failed rule."""
+    try:
+        return normalise_upstream_url(_string(value))
+    except UpstreamUrlError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _host(value: Any) -> str:
+    host = _string(value).strip()
+    if not host or any(ch.isspace() for ch in host):
+        raise ValueError(value)
+    return host
+
+
+def _token(name: str) -> Callable[[Any], str]:
+    """A token that is set must be usable: an empty or blank one is a mistake, never "auth off"."""
+
+    def convert(value: Any) -> str:
+        token = _string(value)
+        if not token.strip():
+            raise ConfigError(f"{name} (IAC_CODE_AGUI_{name.upper()}) is set but empty: set a token or unset it.")
+        return token
+
+    return convert
 
 
 def _paths(value: Any) -> str:
@@ -117,6 +139,12 @@ class Option:
     help: str
     flag: bool = True  # False: environment/YAML only (tokens)
     secret: bool = False
+    setting: str | None = None  # the Settings field it fills (default: the same name)
+    switch: bool = False  # a flag without a value (--allow-unauthenticated); env/YAML still take true/false
+
+    @property
+    def field(self) -> str:
+        return self.setting or self.name
 
     @property
     def env_name(self) -> str | None:
@@ -128,7 +156,7 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("host", "HOST", "127.0.0.1", _string, "--host must be a string.", "address to bind"),
+    Option("host", "HOST", "127.0.0.1", _host, "--host must be an address.", "address to bind"),
     Option("port", "PORT", 8000, _port, "--port must be between 1 and 65535.", "port to bind"),
     Option("workers", "WORKERS", 2, _positive_int, "--workers must be >= 1.", "gunicorn gevent worker processes"),
     Option(
@@ -145,15 +173,16 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "interrupt_ttl", "INTERRUPT_TTL", 540.0, _positive, "--interrupt-ttl must be a positive number of seconds.",
-        "seconds until an announced interrupt expires",
+        "seconds until an announced interrupt expires", setting="interrupt_ttl_s",
     ),
     Option(
         "heartbeat_interval", "HEARTBEAT_INTERVAL_S", 15.0, _positive,
         "--heartbeat-interval must be a positive number of seconds.", "seconds of silence before ': heartbeat'",
+        setting="heartbeat_interval_s",
     ),
     Option(
         "idle_shutdown", "IDLE_SHUTDOWN", 0.0, _non_negative, "--idle-shutdown must be a non-negative number.",
-        "exit after this many idle seconds (0: never)",
+        "exit after this many idle seconds (0: never)", setting="idle_shutdown_s",
     ),
     Option(
         "state_retention_days", "STATE_RETENTION_DAYS", 30.0, _positive,
@@ -161,22 +190,23 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "max_active_runs", "MAX_ACTIVE_RUNS", 800, _positive_int, "--max-active-runs must be >= 1.",
-        "active streams per worker before new runs get 503",
+        "active streams per worker before new runs get 503", setting="max_active_runs_per_worker",
     ),
     Option(
         "graceful_timeout", "GRACEFUL_TIMEOUT", 30, _positive_int, "--graceful-timeout must be >= 1.",
-        "seconds a stopping worker has; active runs get all but the last 10",
+        "seconds a stopping worker has; active runs get all but the last 10", setting="graceful_timeout_s",
     ),
     Option(
         "lease_ttl", "LEASE_TTL", 20.0, _positive, "--lease-ttl must be a positive number of seconds.",
-        "grace seconds of a new run's lease before its worker's beacon must list it",
+        "grace seconds of a new run's lease before its worker's beacon must list it", setting="lease_ttl_s",
     ),
     Option(
         "metrics", "METRICS", True, _boolean, "--metrics must be true or false.", "serve Prometheus /metrics",
+        setting="metrics_enabled",
     ),
     Option(
         "console", "CONSOLE", False, _boolean, "--console must be true or false.",
-        "serve the web console at /console",
+        "serve the web console at /console", setting="console_enabled",
     ),
     Option(
         "log_level", "LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"),
@@ -190,10 +220,27 @@ OPTIONS: tuple[Option, ...] = (
         "allowed_cwds", "ALLOWED_CWDS", None, _paths, "allowed_cwds must be a path list.",
         "workspace roots a run may use", flag=False,
     ),
-    Option("auth_token", "AUTH_TOKEN", None, _string, "auth_token must be a string.", "bearer token clients send",
-           flag=False, secret=True),
-    Option("a2a_token", "A2A_TOKEN", None, _string, "a2a_token must be a string.", "bearer token for --a2a-url",
-           flag=False, secret=True),
+    Option("auth_token", "AUTH_TOKEN", None, _token("auth_token"), "auth_token must be a string.",
+           "bearer token clients send", flag=False, secret=True),
+    Option("a2a_token", "A2A_TOKEN", None, _token("a2a_token"), "a2a_token must be a string.",
+           "bearer token for --a2a-url", flag=False, secret=True),
+    Option(
+        "allow_unauthenticated", "ALLOW_UNAUTHENTICATED", False, _boolean,
+        "--allow-unauthenticated must be true or false.",
+        "bind a non-loopback address without a token (Host must still be a loopback name)", switch=True,
+    ),
+    Option(
+        "worker_connections", "WORKER_CONNECTIONS", 1000, _positive_int, "worker_connections must be >= 1.",
+        "gunicorn connections per gevent worker", flag=False,
+    ),
+    Option(
+        "worker_tmp_dir", "WORKER_TMP_DIR", None, _string, "worker_tmp_dir must be a string.",
+        "gunicorn heartbeat files (a tmpfs when / is read-only)", flag=False,
+    ),
+    Option(
+        "runtime", "RUNTIME", "auto", _choice("auto", "gevent", "threads"), "runtime must be auto, gevent or threads.",
+        "stream runtime (auto: gevent when patched)", flag=False, setting="runtime_backend",
+    ),
 )  # fmt: skip
 BY_NAME = {option.name: option for option in OPTIONS}
 
@@ -201,7 +248,9 @@ BY_NAME = {option.name: option for option in OPTIONS}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of every option that has one, plus --config."""
     for option in OPTIONS:
-        if option.flag:
+        if option.switch:
+            parser.add_argument(option.flag_name, dest=option.name, action="store_const", const=True, help=option.help)
+        elif option.flag:
             parser.add_argument(option.flag_name, dest=option.name, help=option.help)
     parser.add_argument("--config", help="YAML file with the same keys (snake_case or kebab-case)")
 
@@ -261,7 +310,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Resolved:
 
 
 def worker_environment(resolved: Resolved, environ: Mapping[str, str]) -> dict[str, str]:
-    """The IAC_CODE_AGUI_* variables gunicorn and its workers read (settings_from_env, gunicorn_config)."""
+    """The environment plus every resolved value as IAC_CODE_AGUI_* (what the managed child inherits)."""
     env = dict(environ)
     for option in OPTIONS:
         value = resolved[option.name]
@@ -274,6 +323,57 @@ def worker_environment(resolved: Resolved, environ: Mapping[str, str]) -> dict[s
         else:
             env[option.env_name] = str(value)
     return env
+
+
+def build_settings(resolved: Resolved, environ: Mapping[str, str], *, serving: bool = True) -> Settings:
+    """The typed `Settings` of resolved values: each option fills its field; then, for a server (not for
+    `state prune`, which binds nothing), the cross-field rules."""
+    from agui_bridge.i18n import process_default_language
+    from agui_bridge.settings import Settings, allowed_roots, default_state_dir, expand_path
+
+    known = {field.name for field in fields(Settings)}
+    changes: dict[str, Any] = {}
+    for option in OPTIONS:
+        if option.field not in known:
+            raise ConfigError(f"{option.name} has no Settings field {option.field!r}.")  # a table/dataclass drift
+        value = resolved[option.name]
+        if value is not None:
+            changes[option.field] = value
+    state_dir = resolved["state_dir"]
+    changes["state_dir"] = expand_path(state_dir) if state_dir is not None else default_state_dir(environ)
+    cwds = resolved["allowed_cwds"]
+    if cwds is None:
+        cwds = environ.get("IACCODE_A2A_ALLOWED_CWDS")
+    changes["allowed_cwds"] = allowed_roots(cwds) if cwds is not None else None
+    changes["default_language"] = process_default_language(environ)
+    settings = Settings(**changes)
+    if serving:
+        check_settings(settings)
+    return settings
+
+
+def check_settings(settings: Settings) -> None:
+    """Rules that involve several values. Secure by default: no token means loopback only."""
+    if not settings.auth_token and not settings.allow_unauthenticated and not is_loopback_host(settings.host):
+        raise ConfigError(
+            f"refusing to listen on {settings.host} without a token: set IAC_CODE_AGUI_AUTH_TOKEN, or pass "
+            "--allow-unauthenticated (IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED=true) to accept the risk."
+        )
+
+
+def unauthenticated_warning(settings: Settings) -> str | None:
+    """The start-up warning when the operator opted out of the token on a non-loopback address."""
+    if settings.auth_token or is_loopback_host(settings.host):
+        return None
+    return (
+        f"listening on {settings.host} WITHOUT a token (--allow-unauthenticated): requests are accepted "
+        "only with a loopback Host header (localhost, 127.0.0.1, [::1]); set IAC_CODE_AGUI_AUTH_TOKEN."
+    )
+
+
+def load_settings(environ: Mapping[str, str], args: argparse.Namespace | None = None) -> Settings:
+    """The one parse and validation of every entry point; the first bad value raises ConfigError."""
+    return build_settings(resolve(args or argparse.Namespace(), environ), environ)
 
 
 def describe(resolved: Resolved) -> list[dict[str, str]]:

@@ -7,7 +7,6 @@ no secret is printed: tokens are only said to be set or not.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import shutil
@@ -20,6 +19,8 @@ from dataclasses import asdict, dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
+
+from agui_bridge.loopback import is_loopback_host
 
 #: Room a state directory should keep: thread files are small, but a full disk fails closed.
 MIN_FREE_BYTES = 64 * 1024 * 1024
@@ -138,19 +139,10 @@ def check_allowed_roots(raw: str | None) -> Check:
     return Check("allowed-roots", True, f"{len(entries)} root(s), all directories")
 
 
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_auth_token(host: str, token: str | None) -> Check:
     if token:
         return Check("auth-token", True, "set")
-    if is_loopback(host):
+    if is_loopback_host(host):
         return Check("auth-token", True, f"not set; binding {host} (loopback) only")
     return Check(
         "auth-token",

@@ -5,6 +5,7 @@ default message, so web handlers and the stream renderer never need a lookup tab
 
     BridgeError
     ├── Unauthorized                 401 UNAUTHORIZED
+    ├── HostNotAllowed               403 HOST_NOT_ALLOWED       (no token and a non-loopback Host, D16)
     ├── UnsupportedMediaType         415 UNSUPPORTED_MEDIA_TYPE
     ├── RequestTooLarge              413 REQUEST_TOO_LARGE
     ├── InvalidJson                  400 INVALID_JSON
@@ -55,6 +56,7 @@ class ErrorCode(StrEnum):
     A2A_PROTOCOL_ERROR = "A2A_PROTOCOL_ERROR"
     A2A_EXECUTION_FAILED = "A2A_EXECUTION_FAILED"
     CANCELLED = "CANCELLED"
+    HOST_NOT_ALLOWED = "HOST_NOT_ALLOWED"
 
 
 class BridgeError(Exception):
@@ -181,3 +183,7 @@ class ResumeAlreadyApplied(BridgeError):
 
 class ExecutionExpired(BridgeError):
     code, http_status, default_key = ErrorCode.EXECUTION_EXPIRED, 410, "execution_expired"
+
+
+class HostNotAllowed(BridgeError):
+    code, http_status, default_key = ErrorCode.HOST_NOT_ALLOWED, 403, "host_not_allowed"

@@ -7,42 +7,87 @@ inherited by workers before gevent patches them (stack-notes 2.1). Hooks import 
 from __future__ import annotations
 
 import os
-from typing import Any
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-ENV = os.environ
+if TYPE_CHECKING:
+    from agui_bridge.settings import Settings
 
-bind = [f"{ENV.get('IAC_CODE_AGUI_HOST', '127.0.0.1')}:{ENV.get('IAC_CODE_AGUI_PORT', '8000')}"]
-workers = int(ENV.get("IAC_CODE_AGUI_WORKERS", "2"))
-worker_class = "gevent"
-worker_connections = int(ENV.get("IAC_CODE_AGUI_WORKER_CONNECTIONS", "1000"))
-timeout = 30
-graceful_timeout = int(ENV.get("IAC_CODE_AGUI_GRACEFUL_TIMEOUT", "30"))
-keepalive = 5
-preload_app = False
-#: gunicorn's worker heartbeat files; point it at a tmpfs when / is read-only (containers).
-worker_tmp_dir = ENV.get("IAC_CODE_AGUI_WORKER_TMP_DIR") or None
-max_requests = 0
-control_socket_disable = True
-accesslog = None
-errorlog = "-"
-loglevel = ENV.get("IAC_CODE_AGUI_LOG_LEVEL", "info")
-log_format = ENV.get("IAC_CODE_AGUI_LOG_FORMAT", "text")
-#: With JSON logs gunicorn's own error log uses the same formatter (the class is stdlib-only).
-logconfig_dict = (
-    {
+#: gunicorn's own settings that are not a choice of the operator.
+TIMEOUT_S = 30
+KEEPALIVE_S = 5
+
+
+#: The formatter of each log format; both redact and escape control characters (agui_bridge.logs).
+FORMATTERS = {"json": "agui_bridge.logs.JsonFormatter", "text": "agui_bridge.logs.TextFormatter"}
+
+
+def logconfig(loglevel: str, log_format: str) -> dict[str, Any]:
+    """gunicorn's own error log uses our formatter too: a request line or header value it quotes in an
+    error cannot forge a log line or carry a token out (the classes are stdlib-only)."""
+    return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "agui_bridge.logs.JsonFormatter"}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+        "formatters": {"bridge": {"()": FORMATTERS[log_format]}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "bridge", "stream": "ext://sys.stderr"}},
         "root": {"handlers": ["stderr"], "level": "WARNING"},
         "loggers": {
             "gunicorn.error": {"handlers": ["stderr"], "level": loglevel.upper(), "propagate": False},
             "gunicorn.access": {"handlers": ["stderr"], "level": loglevel.upper(), "propagate": False},
         },
     }
-    if log_format == "json"
-    else {}
-)
+
+
+def gunicorn_settings(settings: Settings) -> dict[str, Any]:
+    """gunicorn's settings and hooks for validated `Settings` (the CLI and deploy/gunicorn.conf.py)."""
+    from agui_bridge.config import unauthenticated_warning
+
+    warning = unauthenticated_warning(settings)
+
+    def on_starting(server: Any) -> None:
+        if warning:
+            server.log.warning("agui-bridge: %s", warning)
+
+    return {
+        "bind": [f"{settings.host}:{settings.port}"],
+        "workers": settings.workers,
+        "worker_class": "gevent",
+        "worker_connections": settings.worker_connections,
+        "timeout": TIMEOUT_S,
+        "graceful_timeout": settings.graceful_timeout_s,
+        "keepalive": KEEPALIVE_S,
+        "preload_app": False,
+        #: gunicorn's worker heartbeat files; point it at a tmpfs when / is read-only (containers).
+        "worker_tmp_dir": settings.worker_tmp_dir,
+        "max_requests": 0,
+        "control_socket_disable": True,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": settings.log_level,
+        "logconfig_dict": logconfig(settings.log_level, settings.log_format),
+        "on_starting": on_starting,
+        "post_worker_init": post_worker_init,
+        "worker_abort": worker_abort,
+        "child_exit": child_exit,
+    }
+
+
+def config_from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """deploy/gunicorn.conf.py: validate the IAC_CODE_AGUI_* environment exactly as `serve` does.
+
+    An invalid value stops gunicorn before it binds, with one line and status 2 (SystemExit passes
+    through gunicorn's config loader, which would print a traceback for any other exception).
+    """
+    from agui_bridge.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(environ)
+    except ConfigError as exc:
+        sys.stderr.write(f"agui-bridge: {exc}\n")
+        sys.stderr.flush()
+        raise SystemExit(2) from None
+    return gunicorn_settings(settings)
 
 
 #: Seconds of `graceful_timeout` kept for stopping the runs still active after the drain wait.
@@ -96,25 +141,3 @@ def worker_abort(worker: Any) -> None:
     from gevent.util import format_run_info
 
     worker.log.error("worker aborted; run info:\n%s", "\n".join(format_run_info()))
-
-
-SETTINGS = {
-    "bind": bind,
-    "workers": workers,
-    "worker_class": worker_class,
-    "worker_connections": worker_connections,
-    "timeout": timeout,
-    "graceful_timeout": graceful_timeout,
-    "keepalive": keepalive,
-    "preload_app": preload_app,
-    "worker_tmp_dir": worker_tmp_dir,
-    "max_requests": max_requests,
-    "control_socket_disable": control_socket_disable,
-    "accesslog": accesslog,
-    "errorlog": errorlog,
-    "loglevel": loglevel,
-    "logconfig_dict": logconfig_dict,
-    "post_worker_init": post_worker_init,
-    "worker_abort": worker_abort,
-    "child_exit": child_exit,
-}

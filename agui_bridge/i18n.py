@@ -902,6 +902,28 @@ CATALOG: Final[dict[str, dict[str, str]]] = {
         "de": "forwardedProps darf nur iacCode enthalten; {field} ist nicht erlaubt.",
         "pt": "forwardedProps só pode conter iacCode; {field} não é permitido.",
     },
+    # --- secure by default (D16) -----------------------------------------------------------
+    "host_not_allowed": {
+        "en": "Without an auth token this server only answers requests addressed to localhost, 127.0.0.1 or [::1].",
+        "zh": "未配置认证令牌时，此服务器只响应发往 localhost、127.0.0.1 或 [::1] 的请求。",
+        "ja": (
+            "認証トークンが設定されていない場合、このサーバーは localhost、127.0.0.1 または [::1] "
+            "宛てのリクエストにのみ応答します。"
+        ),
+        "es": (
+            "Sin un token de autenticación, este servidor solo responde a solicitudes dirigidas a "
+            "localhost, 127.0.0.1 o [::1]."
+        ),
+        "fr": (
+            "Sans jeton d'authentification, ce serveur ne répond qu'aux requêtes adressées à "
+            "localhost, 127.0.0.1 ou [::1]."
+        ),
+        "de": "Ohne Auth-Token beantwortet dieser Server nur Anfragen an localhost, 127.0.0.1 oder [::1].",
+        "pt": (
+            "Sem um token de autenticação, este servidor só responde a pedidos dirigidos a "
+            "localhost, 127.0.0.1 ou [::1]."
+        ),
+    },
 }
 
 #: Texts that are genuinely the same in English and another language (none today).

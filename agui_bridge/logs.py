@@ -4,6 +4,10 @@ The bridge never logs request bodies or A2A metadata; the filter still scrubs be
 credential-looking key/value pairs from every record, in case a library logs one. Request, thread,
 run and execution ids travel in a ContextVar that `runtime.spawn` copies into every greenlet/thread,
 so a record logged by a pump or a cancel greenlet still says which run it belongs to.
+
+Both formatters redact and escape every field they write (message, ids, any other extra attribute,
+tracebacks): CR, LF, ESC and the other C0/C1 controls, U+2028/2029 and bidi overrides in a
+client-chosen threadId cannot forge a log line or steer the terminal it is read on.
 """
 
 from __future__ import annotations
@@ -31,6 +35,34 @@ def redact(text: str) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+#: Characters that end a line or steer a terminal somewhere a log is read: C0 (CR, LF, ESC...), DEL, C1
+#: (NEL...), the Unicode line and paragraph separators and the bidirectional overrides.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_control(text: str) -> str:
+    """Make a client-controlled value one inert line: a line feed becomes the four characters `\\x0a`."""
+    return _CONTROL.sub(_escape_char, text)
+
+
+def _clean(text: str) -> str:
+    return escape_control(redact(text))
+
+
+def _clean_lines(text: str, separator: str = "\n") -> str:
+    """A traceback: redacted, control characters escaped except the line feeds (joined by `separator`)."""
+    return separator.join(escape_control(line) for line in redact(text.rstrip("\n")).split("\n"))
+
+
+#: In text logs a traceback's lines are indented, so no line of it can pass for a record of its own.
+_CONTINUATION = "\n    "
 
 
 class RedactingFilter(logging.Filter):
@@ -74,18 +106,66 @@ class ContextFilter(logging.Filter):
         return True
 
 
+#: What every LogRecord has; any other attribute is an extra field (`extra=` or the bound context).
+_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+def extra_fields(record: logging.LogRecord) -> list[tuple[str, object]]:
+    """The ids in FIELDS order, then any other extra attribute: every one is rendered, so every one is
+    redacted and escaped (nothing a caller adds can slip past the scrubbing)."""
+    names = [name for name in FIELDS if hasattr(record, name)]
+    names += [name for name in record.__dict__ if name not in _STANDARD and name not in FIELDS]
+    return [(name, getattr(record, name)) for name in names if not name.startswith("_")]
+
+
+def _message(record: logging.LogRecord) -> str:
+    try:
+        return record.getMessage()
+    except (TypeError, ValueError):
+        return str(record.msg)
+
+
+def _text_value(value: object) -> str:
+    """`key=value` stays unambiguous: a value with spaces, quotes or `=` is quoted."""
+    text = value if isinstance(value, str) else str(value)
+    if not text or any(ch.isspace() or ch in '"=' for ch in text):
+        text = json.dumps(text, ensure_ascii=False)
+    return _clean(text)
+
+
 class TextFormatter(logging.Formatter):
+    """One line per record (a traceback follows on indented lines); every field redacted and escaped."""
+
     def __init__(self) -> None:
         super().__init__("%(asctime)s [%(levelname)s] %(name)s - %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        extras = [f"{name}={getattr(record, name)}" for name in FIELDS if hasattr(record, name)]
-        return f"{line} {' '.join(extras)}" if extras else line
+        record.message = _clean(_message(record))
+        record.asctime = self.formatTime(record, self.datefmt)
+        line = self.formatMessage(record)
+        extras = [f"{name}={_text_value(value)}" for name, value in extra_fields(record)]
+        if extras:
+            line = f"{line} {' '.join(extras)}"
+        if record.exc_info:
+            line += _CONTINUATION + _clean_lines(self.formatException(record.exc_info), _CONTINUATION)
+        elif record.exc_text:
+            line += _CONTINUATION + _clean_lines(record.exc_text, _CONTINUATION)
+        if record.stack_info:
+            line += _CONTINUATION + _clean_lines(self.formatStack(record.stack_info), _CONTINUATION)
+        return line
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, str):
+        return _clean(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return _clean(str(value))
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, the ids, and the exception if any."""
+    """One JSON object per line: time, level, logger, message, the ids and every other extra field, and
+    the exception if any; all strings redacted and escaped (also when gunicorn's own log uses it)."""
 
     def format(self, record: logging.LogRecord) -> str:
         created = time.gmtime(record.created)
@@ -93,13 +173,16 @@ class JsonFormatter(logging.Formatter):
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", created) + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": _clean(_message(record)),
         }
-        for name in FIELDS:
-            if hasattr(record, name):
-                document[name] = getattr(record, name)
+        for name, value in extra_fields(record):
+            document.setdefault(name, _json_value(value))
         if record.exc_info:
-            document["exception"] = redact(self.formatException(record.exc_info))
+            document["exception"] = _clean_lines(self.formatException(record.exc_info))
+        elif record.exc_text:
+            document["exception"] = _clean_lines(record.exc_text)
+        if record.stack_info:
+            document["stack"] = _clean_lines(self.formatStack(record.stack_info))
         return json.dumps(document, ensure_ascii=False, default=str)
 
 

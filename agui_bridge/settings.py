@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from agui_bridge.i18n import process_default_language
 
 ENV_PREFIX = "IAC_CODE_AGUI_"
 MIB = 1024 * 1024
@@ -16,7 +14,8 @@ MIB = 1024 * 1024
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the app and the server need; built once per process by `cli` or `create_app`."""
+    """Everything the app and the server need; built and validated by `agui_bridge.config.load_settings`
+    (every entry point), or directly by tests."""
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -49,6 +48,10 @@ class Settings:
     log_format: str = "text"
     server_version: str = "0.1.0"
     console_enabled: bool = False
+    allow_unauthenticated: bool = False  # a non-loopback bind without a token (Host stays loopback-only)
+    graceful_timeout_s: int = 30
+    worker_connections: int = 1000
+    worker_tmp_dir: str | None = None
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -65,16 +68,9 @@ def expand_path(raw: str) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(raw))).resolve()
 
 
-def allowed_cwds_from_env(environ: Mapping[str, str]) -> tuple[Path, ...] | None:
-    """Allowed workspace roots: IAC_CODE_AGUI_ALLOWED_CWDS, else IACCODE_A2A_ALLOWED_CWDS, else None.
-
-    Entries that are not existing directories are ignored (behaviour.md 2.3).
-    """
-    raw = environ.get(ENV_PREFIX + "ALLOWED_CWDS")
-    if raw is None:
-        raw = environ.get("IACCODE_A2A_ALLOWED_CWDS")
-    if raw is None:
-        return None
+def allowed_roots(raw: str) -> tuple[Path, ...]:
+    """Allowed workspace roots from an os.pathsep-separated list; entries that are not existing
+    directories are ignored (behaviour.md 2.3)."""
     roots: list[Path] = []
     for entry in raw.split(os.pathsep):
         if not entry.strip():
@@ -85,40 +81,8 @@ def allowed_cwds_from_env(environ: Mapping[str, str]) -> tuple[Path, ...] | None
     return tuple(roots)
 
 
-def _flag(text: str) -> bool:
-    return text.strip().lower() in ("1", "true", "yes", "on")
+def settings_from_env(environ: Mapping[str, str]) -> Settings:
+    """The validated settings of the IAC_CODE_AGUI_* environment (agui_bridge.config.load_settings)."""
+    from agui_bridge.config import load_settings
 
-
-#: IAC_CODE_AGUI_<suffix> -> (Settings field, parser). `agui_bridge.config` validates the same
-#: variables for the CLI and writes them for the workers; here they are only read back.
-_ENV_FIELDS: tuple[tuple[str, str, Callable[[str], object]], ...] = (
-    ("AUTH_TOKEN", "auth_token", str),
-    ("A2A_TOKEN", "a2a_token", str),
-    ("A2A_URL", "a2a_url", str),
-    ("STATE_DIR", "state_dir", expand_path),
-    ("HEARTBEAT_INTERVAL_S", "heartbeat_interval_s", float),
-    ("INTERRUPT_TTL", "interrupt_ttl_s", float),
-    ("RUNTIME", "runtime_backend", str),
-    ("LOG_LEVEL", "log_level", str),
-    ("LOG_FORMAT", "log_format", str),
-    ("CONSOLE", "console_enabled", _flag),
-    ("LEASE_TTL", "lease_ttl_s", float),
-    ("IDLE_SHUTDOWN", "idle_shutdown_s", float),
-    ("STATE_RETENTION_DAYS", "state_retention_days", float),
-    ("MAX_ACTIVE_RUNS", "max_active_runs_per_worker", int),
-    ("METRICS", "metrics_enabled", _flag),
-)
-
-
-def settings_from_env(environ: Mapping[str, str], base: Settings | None = None) -> Settings:
-    """Overlay the documented IAC_CODE_AGUI_* variables on `base` (used by wsgi.py and workers)."""
-    settings = base or Settings(state_dir=default_state_dir(environ))
-    changes: dict[str, object] = {}
-    for suffix, field_name, parse in _ENV_FIELDS:
-        if raw := environ.get(ENV_PREFIX + suffix):
-            changes[field_name] = parse(raw)
-    roots = allowed_cwds_from_env(environ)
-    if roots is not None:
-        changes["allowed_cwds"] = roots
-    changes["default_language"] = process_default_language(environ)
-    return settings.replace(**changes)
+    return load_settings(environ)

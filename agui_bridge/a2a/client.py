@@ -1,9 +1,9 @@
 """The A2A 1.0 JSON-RPC client (the only module that imports requests).
 
-One `requests.Session` per process, created after fork, with a pool large enough for every open
-stream plus the unary calls made while streams are open (a2a-wire-notes 4.7). Streams use a
-(connect, read) timeout whose read part exceeds the kernel's 15 s `: ping`, so long silent turns
-survive while a dead peer is still noticed.
+One `requests.Session` per process, created after fork, blind to proxy variables and netrc, with a
+pool large enough for every open stream plus the unary calls made while streams are open
+(a2a-wire-notes 4.7). Streams use a (connect, read) timeout whose read part exceeds the kernel's
+15 s `: ping`, so long silent turns survive while a dead peer is still noticed.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from requests.adapters import HTTPAdapter
 from agui_bridge import tracing
 from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, decode_message, unwrap
 from agui_bridge.a2a.sse_parser import SseParser
+from agui_bridge.loopback import normalise_upstream_url
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +85,13 @@ class A2AClient:
         call_timeout_s: float = 10.0,
         pool_maxsize: int = 1024,
     ) -> None:
-        self.base_url = base_url if base_url.endswith("/") else base_url + "/"
+        self.base_url = normalise_upstream_url(base_url)  # loopback only, even for a hand-built Settings
         self._stream_timeout = (connect_timeout_s, read_timeout_s)
         self._call_timeout = (connect_timeout_s, call_timeout_s)
         self._session = requests.Session()
+        # No HTTP(S)_PROXY, no netrc, no CA bundle from the environment: prompts, tokens and cloud credentials
+        # go to the loopback kernel and nowhere else. (No proxy option exists; the upstream is loopback.)
+        self._session.trust_env = False
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool_maxsize, max_retries=0)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)

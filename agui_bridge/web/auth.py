@@ -1,10 +1,24 @@
-"""Bearer-token check (behaviour.md 1.3): bytes compared in constant time; never a 500 (D5)."""
+"""Who may call the bridge: the bearer token (behaviour.md 1.3) and, without one, loopback Hosts only (D16).
+
+Bytes are compared in constant time; a malformed header is a 401, never a 500 (D5). `guard_request` runs
+before every view, so a route added later is protected without remembering to call anything.
+"""
 
 from __future__ import annotations
 
 import hmac
 
-from agui_bridge.errors import Unauthorized
+from flask import request
+
+from agui_bridge.errors import HostNotAllowed, Unauthorized
+from agui_bridge.loopback import is_loopback_host_header
+from agui_bridge.settings import Settings
+
+#: Endpoints anyone may call: liveness for probes and load balancers.
+OPEN_ENDPOINTS = frozenset({"health.health"})
+#: Static files of the console: a browser's navigation cannot carry a bearer header, and they hold no data
+#: (the page asks for the token and sends it on every API call). The Host rule still applies to them.
+STATIC_ENDPOINTS = frozenset({"console.console_page", "console.console_static"})
 
 
 def check_bearer(header: str | None, expected: str | None) -> None:
@@ -21,3 +35,19 @@ def check_bearer(header: str | None, expected: str | None) -> None:
         raise Unauthorized() from None
     if not hmac.compare_digest(presented, expected.encode("utf-8")):
         raise Unauthorized()
+
+
+def check_host(host_header: str | None, auth_token: str | None) -> None:
+    """Without a token only a loopback Host is served: a DNS-rebound page names its own host (D16)."""
+    if not auth_token and not is_loopback_host_header(host_header):
+        raise HostNotAllowed()
+
+
+def guard_request(settings: Settings) -> None:
+    """Host rule, then the token, for every route but /health; unknown paths keep their plain 404/405."""
+    if request.endpoint in OPEN_ENDPOINTS:
+        return
+    check_host(request.headers.get("Host"), settings.auth_token)
+    if request.url_rule is None or request.endpoint in STATIC_ENDPOINTS:
+        return
+    check_bearer(request.headers.get("Authorization"), settings.auth_token)

@@ -123,7 +123,7 @@ def test_with_tracing_off_no_hook_is_installed(settings: Settings) -> None:
         hooks = [f.__name__ for f in app.before_request_funcs[None]] + [
             f.__name__ for f in app.teardown_request_funcs.get(None, [])
         ]
-        assert hooks == ["_bind_request_id"]
+        assert hooks == ["_bind_request_id", "_guard_request"]  # the request-id and auth hooks, no tracing hook
     finally:
         tracing.reset()
 

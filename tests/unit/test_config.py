@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agui_bridge.cli import main
-from agui_bridge.config import MASK, OPTIONS, ConfigError, add_arguments, resolve, worker_environment
+from agui_bridge.config import (
+    MASK,
+    OPTIONS,
+    ConfigError,
+    add_arguments,
+    build_settings,
+    check_settings,
+    load_settings,
+    resolve,
+    unauthenticated_warning,
+    worker_environment,
+)
+from agui_bridge.settings import Settings
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -125,3 +138,140 @@ def test_config_show_masks_every_secret(tmp_path: Path, capsys: pytest.CaptureFi
     assert rows["a2a_token"]["value"] == MASK and rows["a2a_token"]["source"].startswith("yaml ")
     assert rows["port"]["value"] == "9005" and "log_level" in text and "debug" in text
     assert set(rows) == {option.name for option in OPTIONS}
+
+
+# ------------------------------------------------------------------ one validated configuration (issue 11)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_option_fills_a_settings_field() -> None:
+    fields = set(Settings.__dataclass_fields__)
+    assert {option.field for option in OPTIONS} <= fields
+    settings = load_settings(
+        {
+            "IAC_CODE_AGUI_INTERRUPT_TTL": "60",
+            "IAC_CODE_AGUI_METRICS": "off",
+            "IAC_CODE_AGUI_MAX_ACTIVE_RUNS": "7",
+            "IAC_CODE_AGUI_GRACEFUL_TIMEOUT": "45",
+            "IAC_CODE_AGUI_WORKER_CONNECTIONS": "50",
+            "IAC_CODE_AGUI_RUNTIME": "threads",
+            "IAC_CODE_AGUI_A2A_URL": "http://localhost:41242",
+        }
+    )
+    assert (settings.interrupt_ttl_s, settings.metrics_enabled, settings.max_active_runs_per_worker) == (60, False, 7)
+    assert (settings.graceful_timeout_s, settings.worker_connections, settings.runtime_backend) == (45, 50, "threads")
+    assert settings.a2a_url == "http://localhost:41242/"
+
+
+def test_flags_win_over_the_environment_in_load_settings(tmp_path: Path) -> None:
+    args = parse(["--heartbeat-interval", "3", "--state-dir", str(tmp_path / "s"), "--allow-unauthenticated"])
+    settings = load_settings({"IAC_CODE_AGUI_HEARTBEAT_INTERVAL_S": "9"}, args)
+    assert settings.heartbeat_interval_s == 3.0 and settings.state_dir == (tmp_path / "s").resolve()
+    assert settings.allow_unauthenticated is True
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"IAC_CODE_AGUI_METRICS": "flase"}, "--metrics must be true or false."),
+        ({"IAC_CODE_AGUI_INTERRUPT_TTL": "-5"}, "--interrupt-ttl must be a positive number of seconds."),
+        ({"IAC_CODE_AGUI_A2A_URL": "http://10.0.0.5:41242/"}, "The AG-UI adapter may connect only to a loopback"),
+        ({"IAC_CODE_AGUI_CONSOLE": "yes please"}, "--console must be true or false."),
+        ({"IAC_CODE_AGUI_RUNTIME": "fibers"}, "runtime must be auto, gevent or threads."),
+        ({"IAC_CODE_AGUI_WORKER_CONNECTIONS": "0"}, "worker_connections must be >= 1."),
+        ({"IAC_CODE_AGUI_AUTH_TOKEN": ""}, "auth_token (IAC_CODE_AGUI_AUTH_TOKEN) is set but empty"),
+        ({"IAC_CODE_AGUI_AUTH_TOKEN": " \t "}, "auth_token (IAC_CODE_AGUI_AUTH_TOKEN) is set but empty"),
+        ({"IAC_CODE_AGUI_A2A_TOKEN": ""}, "a2a_token (IAC_CODE_AGUI_A2A_TOKEN) is set but empty"),
+        ({"IAC_CODE_AGUI_HOST": "0.0.0.0"}, "refusing to listen on 0.0.0.0 without a token"),
+        ({"IAC_CODE_AGUI_HOST": "::"}, "refusing to listen on :: without a token"),
+        ({"IAC_CODE_AGUI_HOST": "example.org"}, "refusing to listen on example.org without a token"),
+        ({"IAC_CODE_AGUI_HOST": "0.0.0.0", "IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED": "ja"}, "--allow-unauthenticated"),
+    ],
+)
+def test_finding_09_invalid_environment_stops_every_entry_point(env: dict[str, str], message: str) -> None:
+    """Formerly `METRICS=flase` was read as off and a TTL of -5 accepted on the wsgi/gunicorn path."""
+    with pytest.raises(ConfigError) as error:
+        load_settings(env)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "warned"),
+    [
+        ({"IAC_CODE_AGUI_HOST": "0.0.0.0", "IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED": "true"}, True),
+        ({"IAC_CODE_AGUI_HOST": "0.0.0.0", "IAC_CODE_AGUI_AUTH_TOKEN": "t"}, False),
+        ({"IAC_CODE_AGUI_HOST": "127.0.0.1"}, False),
+        ({"IAC_CODE_AGUI_HOST": "localhost"}, False),
+        ({"IAC_CODE_AGUI_HOST": "::1"}, False),
+    ],
+)
+def test_finding_01_binding_rules(env: dict[str, str], warned: bool) -> None:
+    settings = load_settings(env)
+    warning = unauthenticated_warning(settings)
+    assert (warning is not None) is warned
+    if warning:
+        assert "WITHOUT a token" in warning and "\n" not in warning
+
+
+def test_check_settings_is_the_rule_of_directly_built_settings() -> None:
+    check_settings(Settings(host="127.0.0.1"))
+    check_settings(Settings(host="0.0.0.0", auth_token="t"))
+    with pytest.raises(ConfigError):
+        check_settings(Settings(host="0.0.0.0"))
+
+
+def test_build_settings_uses_the_legacy_allowed_cwds_fallback(tmp_path: Path) -> None:
+    (tmp_path / "root").mkdir()
+    legacy = {"IACCODE_A2A_ALLOWED_CWDS": f"{tmp_path / 'root'}:{tmp_path / 'missing'}"}
+    assert build_settings(resolve(parse([]), legacy), legacy).allowed_cwds == ((tmp_path / "root").resolve(),)
+    assert load_settings({}).allowed_cwds is None
+
+
+def test_serve_refuses_a_public_bind_without_a_token(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for key in [key for key in os.environ if key.startswith("IAC_CODE_AGUI_")]:
+        monkeypatch.delenv(key)
+    assert main(["serve", "--host", "0.0.0.0", "--port", "8123"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agui-bridge: refusing to listen on 0.0.0.0 without a token") and err.count("\n") == 1
+
+
+def test_settings_reach_workers_without_rewriting_the_environment() -> None:
+    """No `os.environ.clear()` + `importlib.reload`: the CLI hands the Settings object to the app factory."""
+    offenders = [
+        str(path.relative_to(REPO))
+        for path in (REPO / "agui_bridge").rglob("*.py")
+        if "os.environ.clear" in path.read_text(encoding="utf-8")
+        or "importlib.reload" in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []
+
+
+def test_state_prune_binds_nothing_so_the_bind_rule_does_not_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("IAC_CODE_AGUI_HOST", "0.0.0.0")
+    monkeypatch.delenv("IAC_CODE_AGUI_AUTH_TOKEN", raising=False)
+    assert main(["state", "prune", "--dry-run", "--state-dir", str(tmp_path / "state")]) == 0
+    assert "would remove 0 of 0 thread file(s)" in capsys.readouterr().out
+    monkeypatch.setenv("IAC_CODE_AGUI_METRICS", "flase")  # still validated
+    assert main(["state", "prune", "--dry-run", "--state-dir", str(tmp_path / "state")]) == 2
+
+
+def test_the_master_side_of_the_configuration_stays_stdlib_only() -> None:
+    """load_settings + gunicorn_settings run in the unpatched gunicorn master before fork."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from agui_bridge.config import load_settings\n"
+        "from agui_bridge.gunicorn_config import gunicorn_settings\n"
+        "gunicorn_settings(load_settings({'IAC_CODE_AGUI_AUTH_TOKEN': 't', 'IAC_CODE_AGUI_HOST': '0.0.0.0'}))\n"
+        "heavy = ('flask', 'werkzeug', 'gevent', 'greenlet', 'requests', 'urllib3', 'filelock', 'yaml')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agui_bridge import gunicorn_config
 from agui_bridge.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,10 +29,10 @@ TOKEN_VARIABLES = ("IAC_CODE_AGUI_AUTH_TOKEN", "IAC_CODE_AGUI_A2A_TOKEN")
 
 @pytest.fixture(scope="module")
 def default_gunicorn_settings() -> dict[str, object]:
-    """agui_bridge/gunicorn_config.py evaluated afresh without IAC_CODE_AGUI_* overrides (the shipped defaults)."""
+    """deploy/gunicorn.conf.py evaluated afresh without IAC_CODE_AGUI_* overrides (the shipped defaults)."""
     saved = {key: os.environ.pop(key) for key in list(os.environ) if key.startswith("IAC_CODE_AGUI_")}
     try:
-        return runpy.run_path(gunicorn_config.__file__)
+        return runpy.run_path(str(DEPLOY / "gunicorn.conf.py"))
     finally:
         os.environ.update(saved)
 
@@ -150,6 +149,26 @@ def test_dockerfile_cmd_is_exec_form_agui_bridge_serve(dockerfile: list[tuple[st
     assert argv[argv.index("--host") + 1] == "0.0.0.0"
     assert argv[argv.index("--port") + 1] == "8000"
     assert not [args for keyword, args in final_stage(dockerfile) if keyword == "ENTRYPOINT"]
+
+
+def test_finding_01_dockerfile_cmd_refuses_to_start_without_a_token(
+    dockerfile: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The image binds 0.0.0.0, so its CMD must stop at once (exit 2, one line) unless a token is given."""
+    from agui_bridge.cli import main
+
+    argv = json.loads([args for keyword, args in final_stage(dockerfile) if keyword == "CMD"][-1])
+    assert "--allow-unauthenticated" not in argv
+    env = " ".join(args for keyword, args in dockerfile if keyword == "ENV")
+    assert "ALLOW_UNAUTHENTICATED" not in env
+    for key in [key for key in os.environ if key.startswith("IAC_CODE_AGUI_")]:
+        monkeypatch.delenv(key)
+    assert main(argv[1:]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "refusing to listen on 0.0.0.0 without a token" in err
+    monkeypatch.setenv("IAC_CODE_AGUI_AUTH_TOKEN", "  ")
+    assert main(argv[1:]) == 2
+    assert "is set but empty" in capsys.readouterr().err
 
 
 def test_dockerfile_healthcheck_probes_health_on_the_served_port(dockerfile: list[tuple[str, str]]) -> None:
@@ -321,6 +340,15 @@ def test_compose_grace_period_exceeds_the_drain(graceful_timeout_s: int) -> None
     assert f"agui-state:{STATE_DIR}" in service["volumes"]
     for name in TOKEN_VARIABLES:
         assert service.get("environment", {}).get(name, "${").startswith("${"), "tokens come from the host"
+
+
+def test_finding_01_compose_requires_the_auth_token() -> None:
+    """`${VAR:?message}`: compose refuses to start when the token is unset or empty (no `:-` empty default)."""
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))
+    environment = compose["services"]["agui-bridge"]["environment"]
+    token = environment["IAC_CODE_AGUI_AUTH_TOKEN"]
+    assert re.fullmatch(r"\$\{IAC_CODE_AGUI_AUTH_TOKEN:\?[^}]+\}", token), token
+    assert "IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED" not in environment
 
 
 def test_duration_parser() -> None:

@@ -1,10 +1,23 @@
 from __future__ import annotations
 
+import io
+import json
 import logging
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
-from agui_bridge.logs import REDACTED, RedactingFilter, redact
+from agui_bridge.logs import (
+    REDACTED,
+    JsonFormatter,
+    RedactingFilter,
+    TextFormatter,
+    bind_log_context,
+    configure_logging,
+    redact,
+)
 
 
 @pytest.mark.parametrize(
@@ -76,3 +89,138 @@ def test_context_ids_reach_records_and_greenlet_copies_but_not_the_next_request(
     explicit = _record("w", run_id="own")
     contextvars.Context().run(lambda: (bind_log_context(run_id="ctx"), ContextFilter().filter(explicit)))
     assert explicit.run_id == "own"  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------ finding 11: log injection and redaction
+
+
+FORGED = "t1\r\n2026-12-01 00:00:00,000 [INFO] agui_bridge.runs - run ended outcome=success"
+HOSTILE_IDS = [
+    FORGED,
+    "a\nb",
+    "a\rb",
+    "a\x1b[2Jb",
+    "a\x00b",
+    "a\x85b",  # NEL (C1)
+    "a\u2028b",
+    "a\u2029b",
+    "a\u202eb",  # right-to-left override
+    "a\x7fb",
+]
+
+
+@pytest.fixture
+def captured() -> Iterator[Callable[[str], tuple[logging.Logger, io.StringIO]]]:
+    """The package logger as configured in production, writing to a buffer (stderr again afterwards)."""
+    handlers: list[logging.StreamHandler[Any]] = []
+
+    def capture(log_format: str) -> tuple[logging.Logger, io.StringIO]:
+        configure_logging("debug", log_format)
+        stream = io.StringIO()
+        for handler in logging.getLogger("agui_bridge").handlers:
+            if getattr(handler, "_agui_bridge", False) and isinstance(handler, logging.StreamHandler):
+                handler.setStream(stream)
+                handlers.append(handler)
+        return logging.getLogger("agui_bridge.runs.test"), stream
+
+    yield capture
+    for handler in handlers:
+        handler.setStream(sys.stderr)
+    configure_logging("info", "text")
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_IDS)
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_finding_11_control_characters_in_ids_cannot_forge_a_line(
+    captured: Callable[[str], tuple[logging.Logger, io.StringIO]], log_format: str, hostile: str
+) -> None:
+    import contextvars
+
+    logger, stream = captured(log_format)
+
+    def log_it() -> None:
+        bind_log_context(thread_id=hostile, run_id=hostile)
+        logger.warning("run %s refused", hostile, extra={"client_value": hostile})
+
+    contextvars.Context().run(log_it)
+    output = stream.getvalue()
+    lines = output.split("\n")
+    assert lines[-1] == "" and len(lines) == 2, output  # exactly one record line
+    line = lines[0]
+    for char in "\r\x1b\x00\x85\u2028\u2029\u202e\x7f":
+        assert char not in line
+    if log_format == "json":
+        document = json.loads(line)
+        for key in ("message", "thread_id", "run_id", "client_value"):
+            assert "\n" not in document[key] and "\x1b" not in document[key]
+    else:
+        assert " [WARNING] agui_bridge.runs.test - run t1\\x0d\\x0a2026" in line or hostile != FORGED
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_finding_11_redaction_reaches_extra_fields_and_tracebacks(
+    captured: Callable[[str], tuple[logging.Logger, io.StringIO]], log_format: str
+) -> None:
+    logger, stream = captured(log_format)
+    try:
+        raise ValueError("upstream said Authorization: Bearer sk-trace-secret\n2026-12-01 [INFO] forged")
+    except ValueError:
+        logger.exception(
+            "call failed",
+            extra={"headers": {"Authorization": "Bearer sk-extra-secret"}, "detail": "api_key=sk-extra-2"},
+        )
+    output = stream.getvalue()
+    for secret in ("sk-trace-secret", "sk-extra-secret", "sk-extra-2"):
+        assert secret not in output, output
+    assert REDACTED in output
+    lines = output.rstrip("\n").split("\n")
+    if log_format == "json":
+        assert len(lines) == 1
+        document = json.loads(lines[0])
+        assert "Traceback" in document["exception"] and "ValueError" in document["exception"]
+        assert "headers" in document and "detail" in document
+    else:
+        # the traceback follows on indented lines; the forged record inside the exception text cannot start a line
+        assert "Traceback" in output and all(line.startswith("    ") for line in lines[1:])
+        assert not any(line.startswith("2026-12-01") for line in lines[1:])
+
+
+def test_finding_11_gunicorn_records_through_the_json_formatter_are_redacted_too() -> None:
+    """gunicorn's own log uses JsonFormatter without our filter (logconfig_dict): the formatter scrubs alone."""
+    record = logging.LogRecord(
+        "gunicorn.error", logging.ERROR, __file__, 1, "bad request %s", ("Authorization: Bearer g-secret\nx",), None
+    )
+    document = json.loads(JsonFormatter().format(record))
+    assert "g-secret" not in document["message"] and "\n" not in document["message"]
+
+
+def test_text_formatter_quotes_values_that_could_fake_a_field() -> None:
+    record = _record("run ended", thread_id="t1 outcome=success", run_id="r1")
+    line = TextFormatter().format(record)
+    assert 'thread_id="t1 outcome=success"' in line and line.endswith("run_id=r1")
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_finding_11_gunicorn_and_library_records_are_redacted_and_escaped(log_format: str) -> None:
+    """gunicorn's logconfig sends its own loggers and the root logger (libraries) through our formatter."""
+    import subprocess
+    from pathlib import Path
+
+    from agui_bridge.gunicorn_config import gunicorn_settings
+    from agui_bridge.settings import Settings
+
+    config = gunicorn_settings(Settings(log_format=log_format))["logconfig_dict"]
+    code = (
+        "import json, logging, logging.config, sys\n"
+        "logging.config.dictConfig(json.loads(sys.argv[1]))\n"
+        "logging.getLogger('gunicorn.error').warning('bad header %s', 'X\\x1b[2J Authorization: Bearer g-1')\n"
+        "logging.getLogger('urllib3.connectionpool').warning('retry\\nforged api_key=lib-2')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(config)],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    lines = done.stderr.rstrip("\n").split("\n")
+    assert len(lines) == 2, done.stderr
+    assert "\x1b" not in done.stderr and "g-1" not in done.stderr and "lib-2" not in done.stderr
+    assert all(REDACTED in line for line in lines)

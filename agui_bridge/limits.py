@@ -21,7 +21,7 @@ MAX_ROS_INVOCATION_ID_CHARS: Final = 256
 
 # ------------------------------------------------------------------------------------------- body shape
 
-#: Nesting depth of the JSON body (the body object itself is depth 1).
+#: Nesting depth of objects and arrays in the JSON body (the body object itself is level 1).
 MAX_JSON_DEPTH: Final = 64
 #: Every JSON value of the body counts: objects, arrays, strings, numbers, booleans and nulls.
 MAX_JSON_VALUES: Final = 100_000

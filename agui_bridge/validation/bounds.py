@@ -59,10 +59,17 @@ def _unlink(link: Any) -> _Path:
     return tuple(reversed(tokens))
 
 
-def check_id(value: object, tokens: _Path, max_chars: int = limits.MAX_ID_CHARS) -> None:
-    """An id over its cap is INVALID_INPUT at its own pointer; other types are the schema's concern."""
-    if isinstance(value, str) and len(value) > max_chars:
+def check_id(value: object, tokens: _Path, max_chars: int = limits.MAX_ID_CHARS, *, required: bool = False) -> None:
+    """An id over its cap (or empty, if `required`) is INVALID_INPUT at its own pointer; so is one
+    with a lone surrogate, which no state file can hold. Other types are the schema's concern."""
+    if not isinstance(value, str):
+        return
+    if len(value) > max_chars or (required and not value):
         raise _fail("field_length", tokens, min=1, max=max_chars)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _fail("field_invalid", tokens) from None
 
 
 def _alias(data: Mapping[str, object], camel: str, snake: str) -> tuple[str, object]:
@@ -114,9 +121,11 @@ def _check_message(message: object, index: int, parts_seen: int) -> int:
 
 def check_run_input_bounds(raw: Mapping[str, object]) -> None:
     """The RunAgentInput caps: ids, list sizes, message text, parts (README "Limits")."""
-    for camel, snake in (("threadId", "thread_id"), ("runId", "run_id"), ("parentRunId", "parent_run_id")):
+    for camel, snake in (("threadId", "thread_id"), ("runId", "run_id")):
         name, value = _alias(raw, camel, snake)
-        check_id(value, (name,))
+        check_id(value, (name,), required=True)
+    name, value = _alias(raw, "parentRunId", "parent_run_id")
+    check_id(value, (name,))
     name, messages = _alias(raw, "messages", "messages")
     parts = 0
     for index, message in enumerate(_check_list(messages, (name,), limits.MAX_MESSAGES)):

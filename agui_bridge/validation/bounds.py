@@ -7,6 +7,7 @@ left alone: the schema reports them with its own rule afterwards.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,9 +15,41 @@ from agui_bridge import limits
 from agui_bridge.errors import InvalidInput
 from agui_bridge.validation.field_errors import display_path, pointer_from_tokens
 
-__all__ = ["check_body_bounds", "check_id", "check_json_shape", "check_run_input_bounds"]
+__all__ = ["check_body_bounds", "check_id", "check_json_shape", "check_run_input_bounds", "prescan_json_text"]
 
 _Path = tuple[str | int, ...]
+#: A JSON string (unrolled loop: long strings are matched by one fast character-set run) or one
+#: structural character that matters for counting.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
+_QUOTE, _COMMA, _OPENERS, _CLOSERS = ord('"'), ord(","), frozenset(b"[{"), frozenset(b"]}")
+
+
+def prescan_json_text(body: bytes) -> None:
+    """Refuse, before decoding, a body that must exceed the value or depth caps.
+
+    `json.loads` holds the GIL for its whole run, so decoding ~6M tiny values would stall the hub
+    even from a native thread. A body whose commas and openers (strings included) stay under
+    MAX_JSON_VALUES decodes cheaply and is let through at once; otherwise a string-aware token scan
+    (Python steps, so other threads and the hub keep running) counts the commas outside strings (a
+    lower bound of the values) and the nesting, and stops at the first cap exceeded.
+    """
+    if body.count(b",") + body.count(b"[") + body.count(b"{") < limits.MAX_JSON_VALUES:
+        return  # even counting every comma and opener, the decode is bounded; the walk is exact
+    commas = depth = 0
+    for match in _TOKEN.finditer(body):
+        first = body[match.start()]
+        if first == _QUOTE:
+            continue
+        if first == _COMMA:
+            commas += 1
+            if commas >= limits.MAX_JSON_VALUES:
+                raise _fail("json_too_many_values", (), max=limits.MAX_JSON_VALUES)
+        elif first in _OPENERS:
+            depth += 1
+            if depth > limits.MAX_JSON_DEPTH:
+                raise _fail("json_too_deep", (), max=limits.MAX_JSON_DEPTH)
+        elif first in _CLOSERS:
+            depth -= 1
 
 
 def _fail(key: str, tokens: _Path, **params: object) -> InvalidInput:

@@ -21,11 +21,14 @@ from agui_bridge.errors import InvalidInput, InvalidJson, RequestTooLarge, Unsup
 from agui_bridge.i18n import language_from_accept
 from agui_bridge.runtime import socket_is_patched
 from agui_bridge.settings import Settings
-from agui_bridge.validation.bounds import check_body_bounds
+from agui_bridge.validation.bounds import check_body_bounds, prescan_json_text
+from agui_bridge.validation.run_input import prevalidate
 from agui_bridge.web.auth import check_bearer
 
 _CHUNK = 64 * 1024
 SLOW_UPLOAD_KEY = "request_body_too_slow"
+#: Smaller bodies are decoded and validated in place: a thread hand-off would cost more than the work.
+_OFF_HUB_BYTES = 16 * 1024
 _T = TypeVar("_T")
 
 
@@ -116,9 +119,16 @@ def decode_json(body: bytes, invalid_key: str) -> Any:
 
 def decode_bounded_body(body: bytes, invalid_key: str) -> Any:
     """Decode and check the caps (one CPU-bound step, run off the hub by `read_json_object`)."""
+    prescan_json_text(body)
     value = decode_json(body, invalid_key)
     check_body_bounds(value)
     return value
+
+
+def decode_run_body(body: bytes, invalid_key: str) -> Any:
+    """POST /: decode, check the caps and validate the RunAgentInput in one off-hub step."""
+    value = decode_bounded_body(body, invalid_key)
+    return prevalidate(value) if isinstance(value, dict) else value
 
 
 def read_json_object(
@@ -139,7 +149,7 @@ def read_json_object(
     check_bearer(request.headers.get("Authorization"), settings.auth_token)
     require_json_media_type(request.headers.get("Content-Type"))
     body = read_limited(request.stream, request.headers.get("Content-Length"), limit, too_large_key, invalid_json_key)
-    value = off_hub(decode, body, invalid_json_key) if len(body) > _CHUNK else decode(body, invalid_json_key)
+    value = off_hub(decode, body, invalid_json_key) if len(body) > _OFF_HUB_BYTES else decode(body, invalid_json_key)
     if not isinstance(value, dict):
         raise InvalidInput(not_object_key, field="")
     return value

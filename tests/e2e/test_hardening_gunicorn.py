@@ -39,7 +39,7 @@ def test_finding_05_hostile_bodies_are_invalid_input_through_gunicorn(server: Br
     nested = run_body(new_thread_id(), "hi", tmp_path)
     nested["state"] = {"deep": deep}
     cases = [
-        (hostile_messages_body(), "/messages"),
+        (hostile_messages_body(), ""),
         (json.dumps(nested).encode(), None),
         (b'{"state":' + b"[" * 200_000 + b"]" * 200_000 + b"}", ""),
     ]

@@ -11,7 +11,7 @@ import pytest
 from agui_bridge import limits
 from agui_bridge.errors import InvalidInput
 from agui_bridge.runs.workspace import literal_absolute_path, resolve_cwd
-from agui_bridge.validation.bounds import check_body_bounds, check_json_shape
+from agui_bridge.validation.bounds import check_body_bounds, check_json_shape, prescan_json_text
 
 
 def nested(depth: int) -> Any:
@@ -104,3 +104,32 @@ def test_resolve_cwd_creates_inside_a_root_only(tmp_path: Path) -> None:
         resolve_cwd(str(tmp_path.parent / "elsewhere-bounds"), [tmp_path])
     assert caught.value.message_key == "cwd_outside_roots"
     assert not (tmp_path.parent / "elsewhere-bounds").exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        (b"[" + b'"a",' * limits.MAX_JSON_VALUES + b'"a"]', "json_too_many_values"),
+        (b"[" + b"0," * limits.MAX_JSON_VALUES + b"0]", "json_too_many_values"),
+        (
+            b"[" * (limits.MAX_JSON_DEPTH + 1) + b"]" * (limits.MAX_JSON_DEPTH + 1) + b"," * limits.MAX_JSON_VALUES,
+            "json_too_deep",
+        ),
+    ],
+)
+def test_prescan_refuses_before_decoding(body: bytes, key: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        prescan_json_text(body)
+    assert caught.value.message_key == key
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"t": "' + "a,b,[{" * limits.MAX_JSON_VALUES + '"}',  # commas and brackets inside a string
+        '{"t": "' + '\\\\\\",' * limits.MAX_JSON_VALUES + '"}',  # escaped quotes and backslashes
+        "[" + "1," * 1000 + "1]",
+    ],
+)
+def test_prescan_lets_bounded_bodies_through(text: str) -> None:
+    prescan_json_text(text.encode())

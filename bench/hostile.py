@@ -158,9 +158,11 @@ def probe_health(url: str, rec: Recorder) -> None:
         rec.stop.wait(max(0.0, 0.1 - (time.perf_counter() - started)))
 
 
-def hostile_loop(url: str, cwd: str, rec: Recorder, start: threading.Event) -> None:
+BODIES = ("messages", "deep", "values", "allowed")
+
+
+def hostile_loop(url: str, cwd: str, rec: Recorder, start: threading.Event, names: list[str]) -> None:
     fixed = {"messages": body_messages(), "deep": body_deep(), "values": body_values()}
-    names = ["messages", "deep", "values", "allowed"]
     start.wait()
     index = 0
     while not rec.stop.is_set():
@@ -217,7 +219,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         threads = [
             threading.Thread(target=hold_stream, args=(bridge.url, str(workspace), args.heartbeat, rec), daemon=True),
             threading.Thread(target=probe_health, args=(bridge.url, rec), daemon=True),
-            threading.Thread(target=hostile_loop, args=(bridge.url, str(workspace), rec, start_hostile), daemon=True),
+            threading.Thread(
+                target=hostile_loop,
+                args=(bridge.url, str(workspace), rec, start_hostile, args.bodies.split(",")),
+                daemon=True,
+            ),
         ]
         for thread in threads:
             thread.start()
@@ -248,7 +254,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         return {
             "meta": {
                 "date": args.date,
-                "command": f"bash bench/run --hostile --duration {args.duration} --heartbeat {args.heartbeat}",
+                "command": f"bash bench/run --hostile --duration {args.duration} --heartbeat {args.heartbeat}"
+                + ("" if args.bodies == ",".join(BODIES) else f" --bodies {args.bodies}"),
                 "cpus": os.cpu_count(),
                 "loadavg": h.loadavg(),
                 "workers": 1,
@@ -331,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--date", default=dt.date.today().isoformat())
     parser.add_argument("--out", default=str(h.BENCH_DIR / "results"))
     parser.add_argument("--keep-tmp", action="store_true")
+    parser.add_argument("--bodies", default=",".join(BODIES), help=f"comma-separated subset of {', '.join(BODIES)}")
     args = parser.parse_args(argv)
     if not h.BENCH_PY.exists():  # run directly with a Python that has the project's requirements
         h.BENCH_PY = Path(sys.executable)

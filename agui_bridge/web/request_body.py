@@ -3,12 +3,13 @@
 Two protections keep one request from holding the worker: the upload must keep a minimum pace
 (`limits.UPLOAD_*`, enforced with a gevent timeout per read under gevent and checked after each
 chunk everywhere), and the CPU-heavy part (JSON decoding and the bounds walk of `validation.bounds`)
-runs in gevent's native threadpool, so the hub keeps serving every other stream meanwhile.
+runs in a small pool of native threads, so the hub keeps serving every other stream meanwhile.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from typing import IO, Any, TypeVar
@@ -59,13 +60,27 @@ def _read_chunk(stream: IO[bytes], deadline: float) -> bytes:
         timer.close()
 
 
+#: Native threads that decode and validate large bodies, per worker process (created after fork, on first
+#: use). A pool of its own, so hostile bodies queue here and never in front of the hub's own threadpool
+#: (gevent's DNS resolution, other offloaded calls); two threads at most, so they cannot take every core.
+DECODE_THREADS = 2
+_decode_pool: tuple[int, Any] | None = None
+
+
+def _pool() -> Any:
+    global _decode_pool
+    if _decode_pool is None or _decode_pool[0] != os.getpid():
+        from gevent.threadpool import ThreadPool
+
+        _decode_pool = (os.getpid(), ThreadPool(DECODE_THREADS))
+    return _decode_pool[1]
+
+
 def off_hub(fn: Callable[..., _T], *args: Any) -> _T:
-    """Run CPU-bound `fn` in gevent's threadpool (the hub keeps running); directly elsewhere."""
+    """Run CPU-bound `fn` in a native thread (the hub keeps running); directly where gevent is not used."""
     if not socket_is_patched():
         return fn(*args)
-    import gevent
-
-    result: _T = gevent.get_hub().threadpool.apply(fn, args)
+    result: _T = _pool().apply(fn, args)
     return result
 
 

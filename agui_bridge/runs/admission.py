@@ -110,6 +110,8 @@ def admit_run(
     orphans: list[str] = []
     expired: list[str] = []
     try:
+        if is_resume and not store.exists(run.thread_id):
+            raise ExecutionLost("execution_lost")  # refused before the lock: no lock file for it
         with store.transaction(run.thread_id) as txn:
             state = txn.state
             if state is None:
@@ -194,6 +196,8 @@ class GuidanceTicket:
 def admit_guidance(store: ThreadStore, run: RunInput, *, cwd: str, digest: str, now_ms: int) -> GuidanceTicket:
     """behaviour.md 3.3/3.6: no busy check, no lease, no rotation; only the run digest is recorded."""
     try:
+        if not store.exists(run.thread_id):
+            raise ExecutionLost("execution_lost")  # refused before the lock: no lock file for it
         with store.transaction(run.thread_id) as txn:
             state = txn.state
             if state is None:

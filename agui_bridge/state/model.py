@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from agui_bridge import limits
 from agui_bridge.state.errors import StateCorrupt
 from agui_bridge.state.keys import context_id_for
 
@@ -129,8 +130,37 @@ def new_thread(thread_id: str, cwd: str, user_id: str | None, ros_invocation_id:
     )
 
 
+def _newest_unique(items: list[str], keep: int) -> list[str]:
+    """The last `keep` distinct items, in their order (a repeated item keeps its first place)."""
+    unique = list(dict.fromkeys(items))
+    return unique[-keep:] if len(unique) > keep else unique
+
+
 def _add_terminal(state: ThreadState, execution_id: str) -> None:
-    state.terminal_execution_ids = sorted({*state.terminal_execution_ids, execution_id})
+    """Retirement order, newest last, bounded: an execution older than the newest
+    MAX_TERMINAL_EXECUTION_IDS is forgotten (a cancel of it is then EXECUTION_NOT_FOUND)."""
+    ids = [*state.terminal_execution_ids, execution_id]
+    state.terminal_execution_ids = _newest_unique(ids, limits.MAX_TERMINAL_EXECUTION_IDS)
+
+
+def bounded_run_digests(run_digests: Mapping[str, str]) -> dict[str, str]:
+    """The newest MAX_RUN_DIGESTS runIds in admission order; an older runId sent again is a new run
+    (no longer DUPLICATE_RUN_ID or RUN_ID_CONFLICT)."""
+    items = list(run_digests.items())
+    return dict(items[-limits.MAX_RUN_DIGESTS :])
+
+
+def bounded_applied(applied: list[AppliedResume], current_execution_id: str) -> list[AppliedResume]:
+    """At most MAX_APPLIED_RESUME_DIGESTS entries: other executions' go first (only the current
+    execution's digests are ever consulted), then the current one's oldest in stored order."""
+    cap = limits.MAX_APPLIED_RESUME_DIGESTS
+    if len(applied) <= cap:
+        return list(applied)
+    current = [a for a in applied if a.execution_id == current_execution_id]
+    others = [a for a in applied if a.execution_id != current_execution_id]
+    if len(current) >= cap:
+        return current[-cap:]
+    return others[len(others) - (cap - len(current)) :] + current
 
 
 def rotate_execution(state: ThreadState, ros_invocation_id: str, new_execution_id: str) -> None:
@@ -201,7 +231,9 @@ def to_document(state: ThreadState) -> dict[str, object]:
 
     Keys come out sorted, except `execution.pending`, which keeps insertion order: RUN_FINISHED lists
     pending interrupts in insertion order (6.2) and, since every operation re-reads the file (D6), the
-    file is the only place that order can live. Serialise with `sort_keys=False`.
+    file is the only place that order can live. Serialise with `sort_keys=False`. For the same reason
+    `runDigests` and `terminalExecutionIds` keep their age order (newest last): they are bounded
+    windows (README "Limits") and the file is where "newest" is remembered.
     """
     execution = state.execution
     execution_doc: dict[str, object] = {
@@ -225,7 +257,8 @@ def to_document(state: ThreadState) -> dict[str, object]:
             "owner": lease.owner,
             "runId": lease.run_id,
         }
-    applied = sorted(state.applied_resume_digests, key=lambda a: (a.execution_id, a.interrupt_id, a.digest))
+    applied = bounded_applied(state.applied_resume_digests, execution.execution_id)
+    applied.sort(key=lambda a: (a.execution_id, a.interrupt_id, a.digest))
     doc["appliedResumeDigests"] = [
         {"digest": a.digest, "executionId": a.execution_id, "interruptId": a.interrupt_id} for a in applied
     ]
@@ -234,9 +267,9 @@ def to_document(state: ThreadState) -> dict[str, object]:
     doc["execution"] = execution_doc
     doc["iacCodeSessionId"] = state.session_id
     doc["lastActivityAt"] = state.last_activity_ms
-    doc["runDigests"] = {run_id: state.run_digests[run_id] for run_id in sorted(state.run_digests)}
+    doc["runDigests"] = bounded_run_digests(state.run_digests)  # admission order, newest last
     doc["schemaVersion"] = SCHEMA_VERSION
-    doc["terminalExecutionIds"] = sorted(set(state.terminal_execution_ids))
+    doc["terminalExecutionIds"] = _newest_unique(state.terminal_execution_ids, limits.MAX_TERMINAL_EXECUTION_IDS)
     doc["threadId"] = state.thread_id
     doc["userId"] = state.user_id
     return doc
@@ -392,7 +425,7 @@ def _from_document(doc: object, thread_id: str) -> ThreadState:
         execution=_execution_from(top.get("execution")),
         run_digests=run_digests,
         applied_resume_digests=_applied_from(top),
-        terminal_execution_ids=sorted({t for t in terminal if isinstance(t, str) and t}),
+        terminal_execution_ids=list(dict.fromkeys(t for t in terminal if isinstance(t, str) and t)),
         active_run=None if active_raw is None else _lease_from(active_raw),
         last_activity_ms=_natural(top, "lastActivityAt", ""),
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from agui_bridge.state import model
 from agui_bridge.state.store import StateError, ThreadStore
+from agui_bridge.state.sweep import sweep_thread_dir
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -38,6 +39,7 @@ class PruneReport:
     examined: int = 0
     removed: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    swept: list[str] = field(default_factory=list)  # orphaned lock and stale temp files (state.sweep)
 
 
 def prune(
@@ -64,6 +66,7 @@ def prune(
                 report.removed.append(thread_id)
         except StateError as exc:
             report.problems.append(f"{thread_id}: {exc}")
+    report.swept = sweep_thread_dir(store.threads_dir, now_s=now / 1000, dry_run=dry_run).removed
     return report
 
 

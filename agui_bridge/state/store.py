@@ -86,6 +86,17 @@ def _replace(source: str, target: Path) -> None:
     os.replace(source, target)
 
 
+def _holds_unlinked_inode(lock: FileLock) -> bool:
+    """True if the descriptor `lock` holds is of a file no longer linked (see `state.sweep`)."""
+    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+    if not isinstance(fd, int):
+        return False
+    try:
+        return os.fstat(fd).st_nlink == 0
+    except OSError:
+        return False
+
+
 @dataclass
 class _KeyEntry:
     lock: threading.Lock
@@ -240,20 +251,7 @@ class ThreadStore:
         deadline = started + self.lock_timeout_s
         self._ensure_dirs()
         with self._local_locks.hold(path.name, self.lock_timeout_s):
-            remaining = max(deadline - time.monotonic(), 0.0)
-            lock = FileLock(
-                f"{path}.lock",
-                timeout=remaining,
-                mode=FILE_MODE,
-                fallback_to_soft=False,  # never silently degrade to marker files (stack-notes 3.3)
-                preserve_lock_file=True,  # waiters must share one inode
-            )
-            try:
-                lock.acquire()
-            except Timeout:
-                raise StateLockTimeout("thread file lock timed out") from None
-            except OSError as exc:
-                raise StateError("thread file lock unavailable") from exc
+            lock = self._acquire_file_lock(path, deadline)
             if self._observer is not None:
                 self._observer.lock_wait(time.monotonic() - started)
             try:
@@ -264,6 +262,39 @@ class ThreadStore:
                     txn._close()
             finally:
                 lock.release()
+
+    @staticmethod
+    def _acquire_file_lock(path: Path, deadline: float) -> FileLock:
+        """The thread's file lock, on the inode its path names now.
+
+        `state.sweep` removes orphaned lock files while holding them; a waiter that opened such a file
+        just before it was unlinked wins a lock nobody else can see, so it lets go and tries again.
+        """
+        while True:
+            lock = FileLock(
+                f"{path}.lock",
+                timeout=max(deadline - time.monotonic(), 0.0),
+                mode=FILE_MODE,
+                fallback_to_soft=False,  # never silently degrade to marker files (stack-notes 3.3)
+                preserve_lock_file=True,  # waiters must share one inode
+            )
+            try:
+                lock.acquire()
+            except Timeout:
+                raise StateLockTimeout("thread file lock timed out") from None
+            except OSError as exc:
+                raise StateError("thread file lock unavailable") from exc
+            if not _holds_unlinked_inode(lock):
+                return lock
+            lock.release()
+
+    def exists(self, thread_id: str) -> bool:
+        """Whether the thread has a file, without taking (or creating) its lock: refusals that only
+        need "no such thread" must not leave a lock file behind (issue 11, finding 7)."""
+        try:
+            return os.path.lexists(self.path_for(thread_id))
+        except ValueError as exc:
+            raise StateError("thread file path unusable") from exc
 
     def delete(self, thread_id: str) -> None:
         """Remove a thread's file under its lock. The empty `.lock` sidecar stays (see `_unlink`)."""

@@ -24,10 +24,12 @@ from agui_bridge.validation.field_errors import encode_rule, first_error
 __all__ = [
     "CloudCredentials",
     "IacCodeProps",
+    "PrevalidatedBody",
     "ResumeAnswer",
     "RunInput",
     "ThinkingOptions",
     "parse_run_input",
+    "prevalidate",
     "raw_preferred_language",
 ]
 
@@ -656,12 +658,41 @@ def _props(data: dict[str, Any]) -> IacCodeProps:
     )
 
 
+class PrevalidatedBody(dict[str, Any]):
+    """A decoded body whose validation already ran, off the gevent hub (`web.request_body`).
+
+    `parse_run_input` hands back the kept outcome (the result, or the same InvalidInput raised
+    again) instead of validating a second time on the hub, at the point the caller asks for it, so
+    the order of checks around it is unchanged.
+    """
+
+    outcome: RunInput | InvalidInput
+
+
+def prevalidate(raw: dict[str, Any]) -> PrevalidatedBody:
+    """Validate `raw` now (CPU-bound: run it in a native thread) and keep the outcome."""
+    body = PrevalidatedBody(raw)
+    try:
+        body.outcome = _parse_run_input(raw)
+    except InvalidInput as exc:
+        body.outcome = exc
+    return body
+
+
 def parse_run_input(raw: dict[str, object]) -> RunInput:
     """Validate a decoded request body; raise ``InvalidInput`` naming the first failing rule.
 
     Order: envelope (2.1), then ``forwardedProps``/``iacCode`` (2.2), then ``tools`` must be empty
     (2.5). Message *content* rules (2.4) are not checked here: they fail in-stream.
     """
+    if isinstance(raw, PrevalidatedBody):
+        if isinstance(raw.outcome, InvalidInput):
+            raise raw.outcome
+        return raw.outcome
+    return _parse_run_input(raw)
+
+
+def _parse_run_input(raw: dict[str, object]) -> RunInput:
     if not isinstance(raw, dict):
         raise InvalidInput("not_an_object")
     try:

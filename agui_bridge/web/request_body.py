@@ -1,19 +1,87 @@
-"""Reading and decoding a JSON body with the size limit applied while reading (behaviour.md 1.4)."""
+"""Reading and decoding a JSON body with the size limit applied while reading (behaviour.md 1.4).
+
+Two protections keep one request from holding the worker: the upload must keep a minimum pace
+(`limits.UPLOAD_*`, enforced with a gevent timeout per read under gevent and checked after each
+chunk everywhere), and the CPU-heavy part (JSON decoding and the bounds walk of `validation.bounds`)
+runs in a small pool of native threads, so the hub keeps serving every other stream meanwhile.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import IO, Any
+import os
+import time
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
 
 from flask import g, request
 from werkzeug.exceptions import ClientDisconnected
 
+from agui_bridge import limits
 from agui_bridge.errors import InvalidInput, InvalidJson, RequestTooLarge, UnsupportedMediaType
 from agui_bridge.i18n import language_from_accept
+from agui_bridge.runtime import socket_is_patched
 from agui_bridge.settings import Settings
+from agui_bridge.validation.bounds import check_body_bounds, prescan_json_text
+from agui_bridge.validation.run_input import prevalidate
 from agui_bridge.web.auth import check_bearer
 
 _CHUNK = 64 * 1024
+SLOW_UPLOAD_KEY = "request_body_too_slow"
+#: Smaller bodies are decoded and validated in place: a thread hand-off would cost more than the work.
+_OFF_HUB_BYTES = 16 * 1024
+_T = TypeVar("_T")
+
+
+def upload_deadline(started: float, received: int) -> float:
+    """Monotonic time by which the next chunk must have arrived, given `received` bytes so far."""
+    allowance = limits.UPLOAD_GRACE_S + (received + _CHUNK) / limits.UPLOAD_MIN_BYTES_PER_S
+    return started + min(limits.UPLOAD_DEADLINE_S, allowance)
+
+
+def _read_chunk(stream: IO[bytes], deadline: float) -> bytes:
+    """One read, cut off at `deadline` under gevent (a blocked socket read cannot be under threads)."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise InvalidJson(SLOW_UPLOAD_KEY)
+    if not socket_is_patched():
+        return stream.read(_CHUNK)
+    import gevent
+
+    timer = gevent.Timeout(remaining)
+    timer.start()
+    try:
+        return stream.read(_CHUNK)
+    except gevent.Timeout as exc:
+        if exc is not timer:
+            raise
+        raise InvalidJson(SLOW_UPLOAD_KEY) from None
+    finally:
+        timer.close()
+
+
+#: Native threads that decode and validate large bodies, per worker process (created after fork, on first
+#: use). A pool of its own, so hostile bodies queue here and never in front of the hub's own threadpool
+#: (gevent's DNS resolution, other offloaded calls); two threads at most, so they cannot take every core.
+DECODE_THREADS = 2
+_decode_pool: tuple[int, Any] | None = None
+
+
+def _pool() -> Any:
+    global _decode_pool
+    if _decode_pool is None or _decode_pool[0] != os.getpid():
+        from gevent.threadpool import ThreadPool
+
+        _decode_pool = (os.getpid(), ThreadPool(DECODE_THREADS))
+    return _decode_pool[1]
+
+
+def off_hub(fn: Callable[..., _T], *args: Any) -> _T:
+    """Run CPU-bound `fn` in a native thread (the hub keeps running); directly where gevent is not used."""
+    if not socket_is_patched():
+        return fn(*args)
+    result: _T = _pool().apply(fn, args)
+    return result
 
 
 def require_json_media_type(content_type: str | None) -> None:
@@ -35,9 +103,10 @@ def read_limited(
             raise RequestTooLarge(too_large_key)
     chunks: list[bytes] = []
     total = 0
+    started = time.monotonic()
     while True:
         try:
-            chunk = stream.read(_CHUNK)
+            chunk = _read_chunk(stream, upload_deadline(started, total))
         except ClientDisconnected:
             raise InvalidJson(truncated_key) from None
         if not chunk:
@@ -45,19 +114,46 @@ def read_limited(
         total += len(chunk)
         if total > limit:
             raise RequestTooLarge(too_large_key)
+        if time.monotonic() > upload_deadline(started, total - len(chunk)):
+            raise InvalidJson(SLOW_UPLOAD_KEY)  # the same rule where a read cannot be interrupted
         chunks.append(chunk)
     return b"".join(chunks)
 
 
 def decode_json(body: bytes, invalid_key: str) -> Any:
+    """Nesting beyond what the decoder can hold is the depth cap's INVALID_INPUT, not a parse error."""
     try:
         return json.loads(body)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        raise InvalidInput(
+            "json_too_deep", field="", params={"field": "RunAgentInput", "max": str(limits.MAX_JSON_DEPTH)}
+        ) from None
+    except ValueError:
         raise InvalidJson(invalid_key) from None
 
 
+def decode_bounded_body(body: bytes, invalid_key: str) -> Any:
+    """Decode and check the caps (one CPU-bound step, run off the hub by `read_json_object`)."""
+    prescan_json_text(body)
+    value = decode_json(body, invalid_key)
+    check_body_bounds(value)
+    return value
+
+
+def decode_run_body(body: bytes, invalid_key: str) -> Any:
+    """POST /: decode, check the caps and validate the RunAgentInput in one off-hub step."""
+    value = decode_bounded_body(body, invalid_key)
+    return prevalidate(value) if isinstance(value, dict) else value
+
+
 def read_json_object(
-    settings: Settings, limit: int, *, too_large_key: str, invalid_json_key: str, not_object_key: str
+    settings: Settings,
+    limit: int,
+    *,
+    too_large_key: str,
+    invalid_json_key: str,
+    not_object_key: str,
+    decode: Callable[[bytes, str], Any] = decode_json,
 ) -> dict[str, Any]:
     """The checks every protected JSON route makes before its own, in the order of behaviour.md 1.4.
 
@@ -68,7 +164,7 @@ def read_json_object(
     check_bearer(request.headers.get("Authorization"), settings.auth_token)
     require_json_media_type(request.headers.get("Content-Type"))
     body = read_limited(request.stream, request.headers.get("Content-Length"), limit, too_large_key, invalid_json_key)
-    value = decode_json(body, invalid_json_key)
+    value = off_hub(decode, body, invalid_json_key) if len(body) > _OFF_HUB_BYTES else decode(body, invalid_json_key)
     if not isinstance(value, dict):
         raise InvalidInput(not_object_key, field="")
     return value

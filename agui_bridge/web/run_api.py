@@ -7,7 +7,7 @@ from flask import Blueprint, Response, g
 from agui_bridge.i18n import normalise_language
 from agui_bridge.validation.run_input import raw_preferred_language
 from agui_bridge.web.context import get_service
-from agui_bridge.web.request_body import read_json_object
+from agui_bridge.web.request_body import decode_run_body, read_json_object
 from agui_bridge.wire.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
 
 bp = Blueprint("agui", __name__)
@@ -23,6 +23,7 @@ def run() -> Response:
         too_large_key="request_too_large",
         invalid_json_key="invalid_json",
         not_object_key="not_an_object",
+        decode=decode_run_body,
     )
     preferred = normalise_language(raw_preferred_language(raw))
     if preferred is not None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from agui_bridge.errors import InvalidInput
+from agui_bridge import limits
+from agui_bridge.errors import ExecutionNotFound, InvalidInput
 from agui_bridge.runs.status import thread_status
 from agui_bridge.web.context import get_service
 from agui_bridge.web.request_body import read_extension_body
@@ -27,6 +28,8 @@ def thread_status_view(thread_id: str) -> Response:
     ros_invocation_id = body.get("rosInvocationId")
     if not isinstance(ros_invocation_id, str) or not ros_invocation_id:
         raise InvalidInput("status_ros_required", field="/rosInvocationId")
+    if len(thread_id) > limits.MAX_ID_CHARS or len(ros_invocation_id) > limits.MAX_ROS_INVOCATION_ID_CHARS:
+        raise ExecutionNotFound()  # POST / never admits such ids, so no such thread exists
     response = jsonify(thread_status(service.store, thread_id, ros_invocation_id, now_ms()))
     response.headers["Cache-Control"] = "no-store"
     return response

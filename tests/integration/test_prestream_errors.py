@@ -418,11 +418,13 @@ ROWS: list[Row] = [
     # 3.1 / 8.4: state.
     Row("state-corrupt-file", _corrupt_thread, 503, "STATE_UNAVAILABLE", "state_unavailable"),
     Row(
-        "state-empty-thread-id",
+        # Issue 11: a client mistake is never answered as server trouble (was 503 STATE_UNAVAILABLE).
+        "input-empty-thread-id",
         _mutated(lambda body, env: body.update(threadId="")),
-        503,
-        "STATE_UNAVAILABLE",
-        "state_unavailable",
+        **INVALID,
+        key="field_length",
+        params={"field": "threadId", "min": "1", "max": "200"},
+        field="/threadId",
     ),
     # 3.3 admission.
     Row("lost-resume-unknown-thread", _resume_unknown, **CONFLICT, code="EXECUTION_LOST", key="execution_lost"),

@@ -101,7 +101,7 @@ def test_document_has_spec_field_names() -> None:
         {"executionId": "exec-1", "interruptId": "input-z", "digest": DIGEST_B},
     ]
     assert doc["terminalExecutionIds"] == ["exec-0", "exec-00"]
-    assert list(doc["runDigests"]) == ["run-1", "run-2"]  # type: ignore[call-overload]
+    assert list(doc["runDigests"]) == ["run-2", "run-1"]  # type: ignore[call-overload]  # admission order
 
 
 def test_document_omits_active_run_when_idle() -> None:
@@ -169,7 +169,7 @@ def test_lenient_entries_are_dropped() -> None:
     doc["terminalExecutionIds"] = ["e1", "", 3, None, "e0"]
     state = from_document(doc, "thread-1")
     assert state.run_digests == {"run-1": DIGEST_A}
-    assert state.terminal_execution_ids == ["e0", "e1"]
+    assert state.terminal_execution_ids == ["e1", "e0"]  # age order is kept
 
 
 def test_pending_without_expiry_is_treated_as_expired() -> None:
@@ -278,7 +278,7 @@ def test_rotate_execution_retires_old_one_only_if_it_had_a_task() -> None:
     assert state.execution == Execution("exec-2", "ros-2")
     rotate_execution(state, "ros-3", "exec-3")  # exec-2 never got a task
     assert "exec-2" not in state.terminal_execution_ids
-    assert state.terminal_execution_ids == sorted(state.terminal_execution_ids)
+    assert state.terminal_execution_ids[-1] == "exec-1"  # newest last
 
 
 def test_retire_execution_clears_task_and_pending() -> None:

@@ -194,6 +194,11 @@ OPTIONS: tuple[Option, ...] = (
            flag=False, secret=True),
     Option("a2a_token", "A2A_TOKEN", None, _string, "a2a_token must be a string.", "bearer token for --a2a-url",
            flag=False, secret=True),
+    Option(
+        "client_write_timeout", "CLIENT_WRITE_TIMEOUT", 60.0, _non_negative,
+        "--client-write-timeout must be a non-negative number of seconds.",
+        "seconds a client may leave a stream write unread before it is dropped (0: never)",
+    ),
 )  # fmt: skip
 BY_NAME = {option.name: option for option in OPTIONS}
 

@@ -49,6 +49,7 @@ class Settings:
     log_format: str = "text"
     server_version: str = "0.1.0"
     console_enabled: bool = False
+    client_write_timeout_s: float = 60.0  # a stream write not taken by the client in time drops it
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -107,6 +108,7 @@ _ENV_FIELDS: tuple[tuple[str, str, Callable[[str], object]], ...] = (
     ("STATE_RETENTION_DAYS", "state_retention_days", float),
     ("MAX_ACTIVE_RUNS", "max_active_runs_per_worker", int),
     ("METRICS", "metrics_enabled", _flag),
+    ("CLIENT_WRITE_TIMEOUT", "client_write_timeout_s", float),
 )
 
 

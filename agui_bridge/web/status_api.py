@@ -27,6 +27,7 @@ def thread_status_view(thread_id: str) -> Response:
     ros_invocation_id = body.get("rosInvocationId")
     if not isinstance(ros_invocation_id, str) or not ros_invocation_id:
         raise InvalidInput("status_ros_required", field="/rosInvocationId")
-    response = jsonify(thread_status(service.store, thread_id, ros_invocation_id, now_ms()))
+    answer = thread_status(service.store, thread_id, ros_invocation_id, now_ms(), service.lease_live)
+    response = jsonify(answer)
     response.headers["Cache-Control"] = "no-store"
     return response

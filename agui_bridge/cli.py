@@ -145,6 +145,8 @@ def state_prune(args: argparse.Namespace) -> int:
     report = prune(store, retention_days=resolved["state_retention_days"], dry_run=args.dry_run, lease_live=lease_live)
     verb = "would remove" if args.dry_run else "removed"
     print(f"agui-bridge: {verb} {len(report.removed)} of {report.examined} thread file(s) in {settings.state_dir}")
+    if report.markers_removed:
+        print(f"agui-bridge: {verb} {report.markers_removed} cancel marker(s) of ended runs")
     for problem in report.problems:
         print(f"agui-bridge: skipped {problem}", file=sys.stderr)
     return 0

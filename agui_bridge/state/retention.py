@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from agui_bridge.state import model
 from agui_bridge.state.beacon import Beacons
+from agui_bridge.state.errors import InvalidThreadId
 from agui_bridge.state.lease import LeaseCheck, lease_is_live, lease_key
 from agui_bridge.state.store import StateError, ThreadStore
 
@@ -98,6 +99,8 @@ def sweep_cancel_markers(
         else:
             try:
                 state = store.read(marker.thread_id)
+            except InvalidThreadId:
+                state = None  # names no thread file: no run can be live there
             except (StateError, ValueError):
                 continue  # unreadable state: decided on a later sweep
             lease = state.active_run if state is not None else None

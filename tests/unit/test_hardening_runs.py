@@ -3,12 +3,17 @@ that always end, honest outcomes, and cancel markers that do not outlive their r
 
 from __future__ import annotations
 
+import argparse
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agui_bridge.a2a.signals import A2AEvent
+from agui_bridge.config import ConfigError, add_arguments, resolve, worker_environment
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.cancel import CANCELLED, cancel_execution
 from agui_bridge.runs.observer import Outcome
@@ -16,7 +21,8 @@ from agui_bridge.runs.registry import RunRegistry
 from agui_bridge.runs.status import status_of
 from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.runtime import ThreadRuntime
-from agui_bridge.settings import Settings
+from agui_bridge.service import bound_client_socket, release_client_socket
+from agui_bridge.settings import Settings, settings_from_env
 from agui_bridge.state import model
 from agui_bridge.state.beacon import Beacons
 from agui_bridge.state.lease import beacon_check, lease_is_live, run_key
@@ -249,3 +255,40 @@ def test_finding_14_the_sweep_removes_markers_of_ended_runs_only(tmp_path: Path)
     assert report.markers_removed == 2 and "live" not in report.removed
     assert [m.run_key for m in beacons.cancel_markers()] == [run_key("exec-live", "run-1")]
     assert beacons.take_cancels([run_key("exec-live", "run-1")]) == {run_key("exec-live", "run-1")}
+
+
+# ---- finding 8: the client write deadline -------------------------------------------------------
+
+
+def test_finding_08_the_client_socket_gets_a_write_deadline_and_gets_it_back() -> None:
+    server_side, client_side = socket.socketpair()
+    try:
+        server_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        bound = bound_client_socket(server_side, 0.3)
+        assert bound is not None and server_side.gettimeout() == 0.3
+        started = time.monotonic()
+        try:
+            server_side.sendall(b"x" * (8 * 1024 * 1024))  # the peer never reads
+        except TimeoutError:
+            pass
+        else:
+            raise AssertionError("a write the client never takes must not block forever")
+        assert time.monotonic() - started < 10
+        release_client_socket(bound)
+        assert server_side.gettimeout() is None
+        assert bound_client_socket(server_side, 0) is None  # 0 turns the deadline off
+        assert bound_client_socket(None, 5) is None  # no socket (dev server, test client)
+    finally:
+        server_side.close()
+        client_side.close()
+
+
+def test_finding_08_client_write_timeout_is_a_validated_setting() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(ConfigError, match="--client-write-timeout"):
+        resolve(parser.parse_args(["--client-write-timeout", "-1"]), {})
+    resolved = resolve(parser.parse_args([]), {"IAC_CODE_AGUI_CLIENT_WRITE_TIMEOUT": "7.5"})
+    assert resolved["client_write_timeout"] == 7.5
+    assert settings_from_env(worker_environment(resolved, {})).client_write_timeout_s == 7.5
+    assert settings_from_env({}).client_write_timeout_s == 60.0

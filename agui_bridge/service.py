@@ -115,8 +115,12 @@ class BridgeService:
                 report = prune(
                     self.store, retention_days=self.settings.state_retention_days, lease_live=self.lease_live
                 )
-                if report.removed or report.problems:
-                    log.info("retention sweep removed %d thread file(s)", len(report.removed))
+                if report.removed or report.problems or report.markers_removed:
+                    log.info(
+                        "retention sweep removed %d thread file(s) and %d cancel marker(s) of ended runs",
+                        len(report.removed),
+                        report.markers_removed,
+                    )
             if self.is_idle():
                 log.info("idle for %.1f s: requesting a graceful exit", idle_s)
                 request_exit()

@@ -17,11 +17,11 @@ from agui_bridge.config import ConfigError, add_arguments, resolve, worker_envir
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.cancel import CANCELLED, cancel_execution
 from agui_bridge.runs.observer import Outcome
-from agui_bridge.runs.registry import RunRegistry
+from agui_bridge.runs.registry import PROCESS_RUNS, RunRegistry
 from agui_bridge.runs.status import status_of
 from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.runtime import ThreadRuntime
-from agui_bridge.service import bound_client_socket, release_client_socket
+from agui_bridge.service import BridgeService, bound_client_socket, release_client_socket
 from agui_bridge.settings import Settings, settings_from_env
 from agui_bridge.state import model
 from agui_bridge.state.beacon import Beacons
@@ -292,3 +292,24 @@ def test_finding_08_client_write_timeout_is_a_validated_setting() -> None:
     assert resolved["client_write_timeout"] == 7.5
     assert settings_from_env(worker_environment(resolved, {})).client_write_timeout_s == 7.5
     assert settings_from_env({}).client_write_timeout_s == 60.0
+
+
+def test_finding_03_the_end_of_a_guidance_request_leaves_other_runs_registered(tmp_path: Path) -> None:
+    """Guidance `run-1` on thread B ends: thread A's live `run-1` stays registered (and so live)."""
+
+    class Guidance(Stub):
+        key = "guidance:thread-b/run-1"
+        client_socket = None
+
+    settings = Settings(state_dir=tmp_path / "state")
+    service = BridgeService(settings, ThreadStore(settings.state_dir), FakeClient([]), ThreadRuntime())  # type: ignore[arg-type]
+    live = Stub()
+    key = run_key("exec-a", "run-1")
+    PROCESS_RUNS.add(key, live)
+    try:
+        service._active = 1
+        service._on_run_end(Guidance(), "success")
+        assert PROCESS_RUNS.holds(key)
+        assert service.holds_run(service.owner, key) and not service.holds_run(service.owner, "run-1")
+    finally:
+        PROCESS_RUNS.remove(key, live)

@@ -76,6 +76,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or settings_from_env(os.environ)
     configure_logging(settings.log_level, settings.log_format)
     app = Flask("agui_bridge")
+    # A path with "//" (an id holding "/" sent percent-encoded) is 404, not a redirect to a merged path.
+    app.url_map.merge_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = None  # the run view enforces its own limit while reading
     observer = _observer(settings)
     store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s, observer=observer)

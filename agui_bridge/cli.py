@@ -131,15 +131,21 @@ def config_show(args: argparse.Namespace) -> int:
 
 def state_prune(args: argparse.Namespace) -> int:
     """Remove thread files idle past retention with nothing pending and no live run (D8)."""
+    from agui_bridge.state.beacon import Beacons
+    from agui_bridge.state.lease import beacon_check
     from agui_bridge.state.retention import prune
     from agui_bridge.state.store import ThreadStore
 
     resolved = resolve(args, os.environ)
     settings = build_settings(resolved, os.environ, serving=False)
     store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)
-    report = prune(store, retention_days=resolved["state_retention_days"], dry_run=args.dry_run)
+    # A run's lease counts as live while its worker's beacon lists it (state/lease.py), as in the server.
+    lease_live = beacon_check(Beacons(settings.state_dir), int(settings.beacon_interval_s * 3000))
+    report = prune(store, retention_days=resolved["state_retention_days"], dry_run=args.dry_run, lease_live=lease_live)
     verb = "would remove" if args.dry_run else "removed"
     print(f"agui-bridge: {verb} {len(report.removed)} of {report.examined} thread file(s) in {settings.state_dir}")
+    if report.markers_removed:
+        print(f"agui-bridge: {verb} {report.markers_removed} cancel marker(s) of ended runs")
     for problem in report.problems:
         print(f"agui-bridge: skipped {problem}", file=sys.stderr)
     return 0

@@ -241,6 +241,12 @@ OPTIONS: tuple[Option, ...] = (
         "runtime", "RUNTIME", "auto", _choice("auto", "gevent", "threads"), "runtime must be auto, gevent or threads.",
         "stream runtime (auto: gevent when patched)", flag=False, setting="runtime_backend",
     ),
+    Option(
+        "client_write_timeout", "CLIENT_WRITE_TIMEOUT", 60.0, _non_negative,
+        "--client-write-timeout must be a non-negative number of seconds.",
+        "seconds a client may leave a stream write unread before it is dropped (0: never)",
+        setting="client_write_timeout_s",
+    ),
 )  # fmt: skip
 BY_NAME = {option.name: option for option in OPTIONS}
 

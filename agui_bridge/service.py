@@ -21,12 +21,14 @@ from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.digest import request_digest
 from agui_bridge.runs.guidance import GuidanceStream
 from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
-from agui_bridge.runs.registry import PROCESS_RUNS
+from agui_bridge.runs.registry import PROCESS_RUNS, TrackedRun
 from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.runs.workspace import resolve_cwd
 from agui_bridge.runtime import Runtime
 from agui_bridge.settings import Settings
 from agui_bridge.state.beacon import Beacons
+from agui_bridge.state.lease import lease_is_live, lease_key
+from agui_bridge.state.model import RunLease
 from agui_bridge.state.owner import current_owner, owner_is_alive
 from agui_bridge.state.retention import busy_since, prune
 from agui_bridge.state.store import ThreadStore
@@ -57,7 +59,7 @@ class BridgeService:
         self.draining = False
         self._active = 0
         self._active_lock = threading.Lock()
-        self._streams: dict[str, RunStream | GuidanceStream] = {}
+        self._streams: dict[str, RunStream | GuidanceStream] = {}  # by run key (RunStream.key)
         self.beacons = Beacons(settings.state_dir)
         self._beacon_started = False
         self.last_activity = time.monotonic()
@@ -76,11 +78,17 @@ class BridgeService:
     def active_runs(self) -> int:
         return self._active
 
-    def _on_run_end(self, run_id: str, outcome: str) -> None:
+    def _on_run_end(self, stream: TrackedRun, outcome: str) -> None:
+        """A stream ended (its lease, if any, is already released): forget it and any cancel marker
+        left for it, so no marker outlives its run (the canceller removes one written later)."""
         with self._active_lock:
             self._active -= 1
-            self._streams.pop(run_id, None)
-        PROCESS_RUNS.remove(run_id)
+            if self._streams.get(stream.key) is stream:
+                del self._streams[stream.key]
+        if isinstance(stream, RunStream):
+            PROCESS_RUNS.remove(stream.key, stream)
+            self.beacons.discard_cancel(stream.key)
+        release_client_socket(stream.client_socket)
         self.last_activity = time.monotonic()
 
     def start_maintenance(self, request_exit: Callable[[], None]) -> None:
@@ -93,7 +101,7 @@ class BridgeService:
         if idle_s <= 0 or self._active or time.monotonic() - self.last_activity < idle_s:
             return False
         now = now_ms()
-        latest = busy_since(self.store, now)
+        latest = busy_since(self.store, now, self.lease_live)
         return latest is not None and now - latest >= idle_s * 1000
 
     def _maintain(self, request_exit: Callable[[], None]) -> None:
@@ -104,20 +112,31 @@ class BridgeService:
             self.runtime.sleep(tick_s)
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + SWEEP_INTERVAL_S
-                report = prune(self.store, retention_days=self.settings.state_retention_days)
-                if report.removed or report.problems:
-                    log.info("retention sweep removed %d thread file(s)", len(report.removed))
+                report = prune(
+                    self.store, retention_days=self.settings.state_retention_days, lease_live=self.lease_live
+                )
+                if report.removed or report.problems or report.markers_removed:
+                    log.info(
+                        "retention sweep removed %d thread file(s) and %d cancel marker(s) of ended runs",
+                        len(report.removed),
+                        report.markers_removed,
+                    )
             if self.is_idle():
                 log.info("idle for %.1f s: requesting a graceful exit", idle_s)
                 request_exit()
                 return
 
-    def holds_run(self, owner: str, run_id: str) -> bool:
+    def holds_run(self, owner: str, run_key: str) -> bool:
         """Lease liveness after the grace period: the owner's beacon (this process answers from memory)."""
         if owner == self.owner:
-            return PROCESS_RUNS.holds(run_id)
+            return PROCESS_RUNS.holds(run_key)
         # Fresh = published within three intervals; a dead owner on this host is caught by its pid first.
-        return self.beacons.holds(owner, run_id, now_ms(), int(self.settings.beacon_interval_s * 3000))
+        return self.beacons.holds(owner, run_key, now_ms(), int(self.settings.beacon_interval_s * 3000))
+
+    def lease_live(self, lease: RunLease, now: int) -> bool:
+        """`state.lease.lease_is_live` with this worker's view: admission, status, cancel, retention
+        and idle shutdown all decide through this one check."""
+        return lease_is_live(lease, now, is_alive=owner_is_alive, holds_run=self.holds_run)
 
     def _ensure_beacon(self) -> None:
         """Started by the first run, in the worker (create_app does no I/O and spawns nothing)."""
@@ -136,8 +155,8 @@ class BridgeService:
         while True:
             holders = PROCESS_RUNS.snapshot()
             try:
-                for run_id in self.beacons.take_cancels(holders):
-                    holders[run_id].request_cancel()
+                for key in self.beacons.take_cancels(holders):
+                    holders[key].request_cancel()
                 current = frozenset(holders)
                 now = time.monotonic()
                 if current != published or now >= next_publish:
@@ -164,8 +183,11 @@ class BridgeService:
             stream.request_stop()
         return len(remaining)
 
-    def start_run(self, raw: dict[str, Any], language: str) -> RunStream | GuidanceStream:
-        """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED)."""
+    def start_run(self, raw: dict[str, Any], language: str, client_socket: Any = None) -> RunStream | GuidanceStream:
+        """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED).
+
+        `client_socket` (gunicorn's `environ["gunicorn.socket"]`) gets the client write deadline.
+        """
         began = time.monotonic()
         if self.draining or self._active >= self.settings.max_active_runs_per_worker:
             raise ServiceUnavailable()
@@ -174,9 +196,10 @@ class BridgeService:
         if run.props.active_guidance:
             guidance = admit_guidance(self.store, run, cwd=cwd, digest=request_digest(raw), now_ms=now_ms())
             guidance_stream = GuidanceStream(self._deps, guidance, run, language)
+            guidance_stream.client_socket = bound_client_socket(client_socket, self.settings.client_write_timeout_s)
             with self._active_lock:
                 self._active += 1
-                self._streams[guidance.run_id] = guidance_stream
+                self._streams[guidance_stream.key] = guidance_stream
             return guidance_stream
         ticket = admit_run(
             self.store,
@@ -192,11 +215,12 @@ class BridgeService:
         self._ensure_beacon()
         stream = RunStream(self._deps, ticket, run, language)
         stream.began_at = began  # time to RUN_STARTED counts validation and admission
+        stream.client_socket = bound_client_socket(client_socket, self.settings.client_write_timeout_s)
         self.last_activity = time.monotonic()
         with self._active_lock:
             self._active += 1
-            self._streams[ticket.run_id] = stream
-        PROCESS_RUNS.add(ticket.run_id, stream)
+            self._streams[stream.key] = stream
+        PROCESS_RUNS.add(stream.key, stream)
         return stream
 
     def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> dict[str, str]:
@@ -209,20 +233,56 @@ class BridgeService:
                 raise A2AUnavailable() from exc
 
         status = cancel_execution(
-            self.store, cancel_task, execution_id, thread_id, ros_invocation_id, now_ms(), self._notify_owner
+            self.store, cancel_task, execution_id, thread_id, ros_invocation_id, now_ms(), self, self.lease_live
         )
         return {"executionId": execution_id, "status": status}
 
-    def _notify_owner(self, run_id: str) -> None:
-        """A cancelled run is live somewhere: tell its worker (this one directly, others by marker)."""
-        stream = PROCESS_RUNS.snapshot().get(run_id)
+    def notify(self, thread_id: str, lease: RunLease) -> None:
+        """runs.cancel.OwnerChannel: a cancelled run is live somewhere; tell its worker (this one
+        directly, another by a cancel marker named by the run key)."""
+        key = lease_key(lease)
+        stream = PROCESS_RUNS.get(key)
         if stream is not None:
             stream.request_cancel()
             return
         try:
-            self.beacons.request_cancel(run_id)
+            self.beacons.request_cancel(key, thread_id)
         except OSError:
             log.warning("cancel request could not be passed on", exc_info=True)
 
+    def withdraw(self, lease: RunLease) -> None:
+        """runs.cancel.OwnerChannel: the run is no longer live, so its marker must not stay behind."""
+        self.beacons.discard_cancel(lease_key(lease))
+
     def close(self) -> None:
         self.client.close()
+
+
+def bound_client_socket(sock: Any, timeout_s: float) -> Any:
+    """Give the client's socket a write deadline (None if there is none to give).
+
+    Under gunicorn's gevent worker the stream's greenlet itself writes each chunk with `sendall`; a
+    client that stops reading blocks that write with no end, and the generator never runs again. A
+    socket timeout makes the write raise after `timeout_s`; gunicorn then closes the response, and
+    the stream's clean-up treats the run as a disconnect (task cancelled, lease released).
+    """
+    if sock is None or timeout_s <= 0 or not hasattr(sock, "settimeout"):
+        return None
+    try:
+        previous = sock.gettimeout()
+        sock.settimeout(timeout_s)
+    except OSError:
+        log.debug("client write deadline not set", exc_info=True)
+        return None
+    return (sock, previous)
+
+
+def release_client_socket(bound: Any) -> None:
+    """Restore the socket's timeout once the stream is over (the connection may serve another request)."""
+    if bound is None:
+        return
+    sock, previous = bound
+    try:
+        sock.settimeout(previous)
+    except OSError:
+        log.debug("client socket timeout not restored", exc_info=True)

@@ -52,6 +52,7 @@ class Settings:
     graceful_timeout_s: int = 30
     worker_connections: int = 1000
     worker_tmp_dir: str | None = None
+    client_write_timeout_s: float = 60.0  # a stream write not taken by the client in time drops it
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from agui_bridge.errors import (
     ThreadBusy,
 )
 from agui_bridge.state import model
+from agui_bridge.state.lease import HoldsRun, lease_is_live, run_key
 from agui_bridge.state.store import StateError, ThreadStore
 from agui_bridge.validation.run_input import RunInput
 
@@ -49,20 +50,10 @@ class RunTicket:
     expired_task_ids: list[str] = field(default_factory=list)
     trace_link: str | None = None  # a resume: the traceparent its execution's first run stored (issue 16)
 
-
-#: Whether an owner worker still streams a run: its beacon is fresh and lists it (state/beacon.py).
-HoldsRun = Callable[[str, str], bool]
-
-
-def _lease_is_live(
-    lease: model.RunLease | None, now_ms: int, is_alive: Callable[[str], bool], holds_run: HoldsRun | None
-) -> bool:
-    """A live owner keeps a lease through its grace period, then through its beacon (D6)."""
-    if lease is None or not is_alive(lease.owner):
-        return False
-    if lease.expires_at_ms > now_ms:
-        return True
-    return holds_run is not None and holds_run(lease.owner, lease.run_id)
+    @property
+    def key(self) -> str:
+        """The run key the registry, the beacon and cancel markers know this run by (never runId alone)."""
+        return run_key(self.execution_id, self.run_id)
 
 
 def _reclaim_dead_lease(state: model.ThreadState, ticket_orphans: list[str]) -> None:
@@ -126,7 +117,7 @@ def admit_run(
             previous = state.run_digests.get(run.run_id)
             if previous is not None:
                 raise DuplicateRunId() if previous == digest else RunIdConflict()
-            if _lease_is_live(state.active_run, now_ms, is_alive, holds_run):
+            if lease_is_live(state.active_run, now_ms, is_alive=is_alive, holds_run=holds_run):
                 raise ThreadBusy()
             if state.active_run is not None:
                 _reclaim_dead_lease(state, orphans)

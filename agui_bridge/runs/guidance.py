@@ -26,7 +26,15 @@ from agui_bridge.errors import (
 from agui_bridge.i18n import translate
 from agui_bridge.logs import bind_log_context
 from agui_bridge.runs.admission import GuidanceTicket
-from agui_bridge.runs.stream import StreamDeps, _pump, _PumpFailed, last_user_message_id, stop_reading
+from agui_bridge.runs.observer import Outcome
+from agui_bridge.runs.stream import (
+    StreamDeps,
+    _pump,
+    _PumpFailed,
+    check_pump_alive,
+    last_user_message_id,
+    stop_reading,
+)
 from agui_bridge.runs.upstream import Upstream
 from agui_bridge.runtime import Empty, TaskHandle
 from agui_bridge.validation.content import user_message_parts
@@ -66,9 +74,23 @@ class GuidanceStream:
         self._cleaned = False
         self._stop_requested = False
         self._queue: Any = None
-        self.outcome = "disconnected"
+        self._outcome: Outcome | None = None
+        self.client_socket: Any = None  # set by the service: the socket whose write deadline it set
         deps.observer.run_started()
         self._trace_parent = tracing.capture()  # the request's span: the body is iterated after it
+
+    @property
+    def key(self) -> str:
+        """Guidance holds no lease; this key only tells it apart from every run and other guidance."""
+        return f"guidance:{self._ticket.thread_id}/{self._ticket.run_id}"
+
+    @property
+    def outcome(self) -> Outcome:
+        return self._outcome or Outcome.DISCONNECTED
+
+    def _conclude(self, outcome: Outcome) -> None:
+        if self._outcome is None:
+            self._outcome = outcome
 
     def request_stop(self) -> None:
         """Worker shutdown: end with RUN_ERROR CANCELLED; the task is left alone, as on a disconnect."""
@@ -92,7 +114,9 @@ class GuidanceStream:
         return encode_events(events)
 
     def _error(self, error: BridgeError) -> bytes:
-        self.outcome = "error"
+        if isinstance(error, Cancelled):
+            self._conclude(Outcome.SHUTDOWN if self._stop_requested else Outcome.CANCELLED)
+        self._conclude(Outcome.ERROR)
         message = error.raw_message or translate(error.message_key, self._language, **error.params)
         return self._encode([ev.run_error(self._ticket.thread_id, self._ticket.run_id, str(error.code), message, [])])
 
@@ -103,7 +127,7 @@ class GuidanceStream:
             yield self._encode([ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id)])
             try:
                 yield from self._stream()
-                self.outcome = "success"
+                self._conclude(Outcome.SUCCESS)
                 yield self._encode([ev.run_finished(ticket.thread_id, ticket.run_id, {"type": "success"}, [])])
             except BridgeError as error:
                 yield self._error(error)
@@ -132,13 +156,14 @@ class GuidanceStream:
         self._queue = queue
         self._pump = deps.runtime.spawn(
             _pump, upstream, queue, deps.runtime, settings.client_stall_timeout_s,
-            name=f"guidance:{ticket.run_id}", on_stop=upstream.abort,
+            name="guidance-pump", on_stop=upstream.abort,
         )  # fmt: skip
         while True:
             try:
                 item: Any = deps.runtime.queue_get(queue, settings.heartbeat_interval_s)
             except Empty:
                 item = None
+                check_pump_alive(self._pump, queue, deps.runtime)
             if self._stop_requested:
                 raise Cancelled("server_shutdown")
             if item is None:
@@ -157,6 +182,6 @@ class GuidanceStream:
             return
         self._cleaned = True
         stop_reading(self._pump, self._upstream)
-        self._deps.observer.run_ended(self.outcome, time.monotonic() - self._started_at)
+        self._deps.observer.run_ended(str(self.outcome), time.monotonic() - self._started_at)
         if self._deps.on_run_end is not None:
-            self._deps.on_run_end(self._ticket.run_id, self.outcome)
+            self._deps.on_run_end(self, str(self.outcome))

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.state import model
+from agui_bridge.state.lease import lease_key
 from agui_bridge.state.store import StateError, ThreadStore
 
 
@@ -30,7 +31,7 @@ class RunLedger:
             if state is None:
                 raise LeaseLost("thread file disappeared")
             lease = state.active_run
-            if require_lease and (lease is None or lease.run_id != self._ticket.run_id):
+            if require_lease and not self._holds(lease):
                 raise LeaseLost("run lease lost")
             mutate(state)
             if self.pipeline_state is not None and self._same_execution(state):
@@ -39,6 +40,10 @@ class RunLedger:
                 execution.pipeline_sequence = max(execution.pipeline_sequence, sequence)
                 execution.pipeline_open_steps = sorted(set(open_steps))
             txn.commit(state)
+
+    def _holds(self, lease: model.RunLease | None) -> bool:
+        """The lease is this run's: compared by run key (executionId + runId), never runId alone."""
+        return lease is not None and lease_key(lease) == self._ticket.key
 
     def _same_execution(self, state: model.ThreadState) -> bool:
         return state.execution.execution_id == self._ticket.execution_id
@@ -87,7 +92,7 @@ class RunLedger:
 
         def mutate(state: model.ThreadState) -> None:
             lease = state.active_run
-            if lease is not None and lease.run_id == self._ticket.run_id:
+            if self._holds(lease):
                 state.active_run = None
             if retire and self._same_execution(state) and not state.execution.pending:
                 model.retire_execution(state)
@@ -135,7 +140,7 @@ class RunLedger:
                 state.execution.pending.clear()
                 model.retire_execution(state)
             lease = state.active_run
-            if lease is not None and lease.run_id == self._ticket.run_id:
+            if self._holds(lease):
                 state.active_run = None
             state.last_activity_ms = now_ms
 

@@ -7,7 +7,24 @@ else (tests, legacy hosts with metrics off) gets the no-op observer.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import Protocol
+
+
+class Outcome(StrEnum):
+    """How a run ended: the `outcome` label of `agui_runs_total` and the "run ended" log field.
+
+    A stream settles its outcome once, at the first decision (see `RunStream._conclude`); a later
+    path (the generic error path after a cancel, say) cannot overwrite it.
+    """
+
+    SUCCESS = "success"
+    INTERRUPT = "interrupt"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    SHUTDOWN = "shutdown"
+    DISCONNECTED = "disconnected"
 
 
 class RunObserver(Protocol):

@@ -16,7 +16,8 @@ from typing import Any
 from agui_bridge.errors import ExecutionNotFound
 from agui_bridge.projection.interrupts import build_interrupt
 from agui_bridge.runs.cancel import read_known_thread
-from agui_bridge.state.model import PendingInterrupt, ThreadState, format_rfc3339_ms
+from agui_bridge.state.lease import LeaseCheck, lease_is_live
+from agui_bridge.state.model import PendingInterrupt, RunLease, ThreadState, format_rfc3339_ms
 from agui_bridge.state.store import ThreadStore
 
 
@@ -27,8 +28,15 @@ def announced_interrupt(entry: PendingInterrupt) -> dict[str, Any]:
     return build_interrupt(dict(entry.value), format_rfc3339_ms(entry.expires_at_ms))
 
 
-def status_of(state: ThreadState, ros_invocation_id: str, now_ms: int) -> dict[str, Any]:
-    """The answer for `state` (pure): 404 unless `ros_invocation_id` is the current execution's."""
+def status_of(
+    state: ThreadState, ros_invocation_id: str, now_ms: int, lease_live: LeaseCheck | None = None
+) -> dict[str, Any]:
+    """The answer for `state`: 404 unless `ros_invocation_id` is the current execution's.
+
+    `active` is `state.lease.lease_is_live` (through `lease_live`), the rule admission uses: a run
+    past its lease's grace period is active while its worker still streams it. Without `lease_live`
+    (a pure read, no beacons) only the owner and the grace period count.
+    """
     execution = state.execution
     if execution.ros_invocation_id != ros_invocation_id:
         raise ExecutionNotFound()
@@ -37,7 +45,7 @@ def status_of(state: ThreadState, ros_invocation_id: str, now_ms: int) -> dict[s
         "threadId": state.thread_id,
         "executionId": execution.execution_id,
         "rosInvocationId": execution.ros_invocation_id,
-        "active": lease is not None and lease.expires_at_ms > now_ms,
+        "active": lease is not None and (lease_live or _grace_only)(lease, now_ms),
     }
     if execution.task_id is not None:
         answer["taskId"] = execution.task_id
@@ -45,6 +53,12 @@ def status_of(state: ThreadState, ros_invocation_id: str, now_ms: int) -> dict[s
     return answer
 
 
-def thread_status(store: ThreadStore, thread_id: str, ros_invocation_id: str, now_ms: int) -> dict[str, Any]:
+def _grace_only(lease: RunLease, now_ms: int) -> bool:
+    return lease_is_live(lease, now_ms)
+
+
+def thread_status(
+    store: ThreadStore, thread_id: str, ros_invocation_id: str, now_ms: int, lease_live: LeaseCheck | None = None
+) -> dict[str, Any]:
     """Read the thread once and answer; state read errors are 503 STATE_UNAVAILABLE (D5)."""
-    return status_of(read_known_thread(store, thread_id), ros_invocation_id, now_ms)
+    return status_of(read_known_thread(store, thread_id), ros_invocation_id, now_ms, lease_live)

@@ -50,7 +50,8 @@ from agui_bridge.projection.projector import RunProjector
 from agui_bridge.runs import resume_plan
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.ledger import RunLedger
-from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
+from agui_bridge.runs.observer import NULL_OBSERVER, Outcome, RunObserver
+from agui_bridge.runs.registry import TrackedRun
 from agui_bridge.runs.upstream import Item, SendOpened, UnaryAccepted, Upstream
 from agui_bridge.runtime import Empty, Runtime, TaskHandle
 from agui_bridge.settings import Settings
@@ -82,7 +83,7 @@ class StreamDeps:
     store: ThreadStore
     client: A2AClient
     runtime: Runtime
-    on_run_end: Callable[[str, str], None] | None = None
+    on_run_end: Callable[[TrackedRun, str], None] | None = None
     observer: RunObserver = NULL_OBSERVER
 
 
@@ -167,8 +168,24 @@ class RunStream:
         self._wait_queue: Any = None
         self._observer = deps.observer
         self._observer.run_started()
-        self.outcome = "disconnected"
         self._trace_parent = tracing.capture()  # the request's span: the body is iterated after it
+        self._outcome: Outcome | None = None
+        self.client_socket: Any = None  # set by the service: the socket whose write deadline it set
+
+    @property
+    def key(self) -> str:
+        """The run key (executionId/runId) this run is registered and signalled by."""
+        return self._ticket.key
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the run ended; a run that never reached a decision was abandoned by its client."""
+        return self._outcome or Outcome.DISCONNECTED
+
+    def _conclude(self, outcome: Outcome) -> None:
+        """Settle the outcome once: the first decision wins (a cancel stays a cancel on the error path)."""
+        if self._outcome is None:
+            self._outcome = outcome
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -232,13 +249,13 @@ class RunStream:
         self._cancel_task_later(self._ticket.task_id)
         self._drop_execution()
         self._finished = True
-        self.outcome = "error"
+        self._conclude(Outcome.ERROR)
         return _Terminal(self._error_events(StatePersistenceFailed(key)))
 
     def _refusal(self, error: BridgeError) -> _Terminal:
         """End a resume that may not touch A2A: nothing is cancelled, retired or cleared."""
         self._finished = True
-        self.outcome = "error"
+        self._conclude(Outcome.ERROR)
         self._release(retire=False)
         return _Terminal(self._error_events(error))
 
@@ -277,7 +294,8 @@ class RunStream:
         if self._stop_requested:
             raise _StopRequested()
         if self._cancel_requested:
-            self._cancel_task_later(self._ticket.task_id)
+            # The cancellation extension cancels the A2A task and retires the execution itself, right
+            # after telling this worker (runs/cancel.py): doing either here as well would race it.
             raise Cancelled()
         now = time.monotonic()
         if now >= self._next_heartbeat:
@@ -371,10 +389,10 @@ class RunStream:
 
         A task that already reached a terminal state (failed, canceled, ...) is not cancelled again.
         """
-        self.outcome = "error"
+        self._conclude(Outcome.CANCELLED if isinstance(error, Cancelled) else Outcome.ERROR)
         if not self._finished:
             self._finished = True
-            retire = not self._ticket.pending
+            retire = not self._ticket.pending and not self._cancel_requested
             if retire and not task_ended and not isinstance(error, Cancelled):
                 self._cancel_task_later(self._ticket.task_id)
             self._release(retire=retire)
@@ -386,7 +404,7 @@ class RunStream:
         The A2A task is cancelled synchronously, since the process may exit right after; a run whose
         interrupt is still pending (a resume not yet accepted) keeps it.
         """
-        self.outcome = "shutdown"
+        self._conclude(Outcome.SHUTDOWN)
         if not self._finished:
             self._finished = True
             ticket = self._ticket
@@ -432,6 +450,7 @@ class RunStream:
                     item = runtime.queue_get(queue, self._wait_s())
                 except Empty:
                     item = None
+                    check_pump_alive(self._pump, queue, runtime)
             if item is _END:
                 break
             if isinstance(item, _PumpFailed):
@@ -547,7 +566,7 @@ class RunStream:
             yield from self._blocking(client.cancel_task, task_id)
             self._drop_execution("cancelled")
             self._finished = True
-            self.outcome = "cancelled"
+            self._conclude(Outcome.CANCELLED)
             raise _Terminal(self._error_events(Cancelled("cancelled_by_answer")))
         metadata = a2a_messages.iac_code_metadata(self._run.props, ticket.cwd, self._language)
         plan = resume_plan.plan_sends(
@@ -588,9 +607,9 @@ class RunStream:
         self._drop_execution("expired")
         self._finished = True
         if not dismissed:
-            self.outcome = "expired"
+            self._conclude(Outcome.EXPIRED)
             return _Terminal(self._error_events(ExecutionExpired()))
-        self.outcome = "cancelled"
+        self._conclude(Outcome.CANCELLED)
         events = self._projector.close_all()
         events.append(
             ev.run_finished(ticket.thread_id, ticket.run_id, {"type": "cancelled"}, self._projector.usage_entries())
@@ -725,7 +744,7 @@ class RunStream:
         self._observer.interrupts_announced(len(set(pending) - set(ticket.pending)))
         ticket.pending = pending
         self._finished = True
-        self.outcome = "interrupt"
+        self._conclude(Outcome.INTERRUPT)
         events = catch_up + self._projector.close_all()
         interrupts = [p.announced or build_interrupt(p.value, expires_at) for p in pending.values()]
         events.append(
@@ -745,7 +764,7 @@ class RunStream:
         if state in ("completed", "input-required"):
             if not self._session_emitted:
                 out.append(self._session_event())
-            self.outcome = "success"
+            self._conclude(Outcome.SUCCESS)
             self._finished = True
             self._release(retire=True)
             out.extend(self._projector.close_all())
@@ -759,7 +778,6 @@ class RunStream:
             )
             return out
         if state == "canceled":
-            self.outcome = "cancelled"
             return out + self._end_with_error(Cancelled())
         return out + self._end_with_error(A2AExecutionFailed(), task_ended=state in TERMINAL_STATES)
 
@@ -783,13 +801,34 @@ class RunStream:
                 "thread_id": self._ticket.thread_id,
                 "run_id": self._ticket.run_id,
                 "execution_id": self._ticket.execution_id,
-                "outcome": self.outcome,
+                "outcome": str(self.outcome),
                 "duration_ms": int((time.monotonic() - self._started_at) * 1000),
             },
         )
-        self._observer.run_ended(self.outcome, time.monotonic() - self._started_at)
+        self._observer.run_ended(str(self.outcome), time.monotonic() - self._started_at)
         if self._deps.on_run_end is not None:
-            self._deps.on_run_end(self._ticket.run_id, self.outcome)
+            self._deps.on_run_end(self, str(self.outcome))
+
+
+class PumpDied(A2AUnavailable):
+    """The pump ended without handing over its end or its failure (killed, or its last item was
+    dropped because the queue stayed full): the stream ends with RUN_ERROR instead of waiting forever."""
+
+
+def check_pump_alive(pump: TaskHandle | None, queue: Any, runtime: Runtime) -> None:
+    """Called when a wait on the queue timed out: raise PumpDied if nobody will ever fill it again.
+
+    A pump's last put happens before it dies, so an empty queue after a dead pump (checked once more
+    after seeing it dead) means its end or failure marker was lost.
+    """
+    if pump is None or pump.alive():
+        return
+    try:
+        item = runtime.queue_get(queue, 0.0)
+    except Empty:
+        log.warning("the upstream pump died without reporting; ending the run")
+        raise PumpDied() from None
+    runtime.queue_put(queue, item, 0)  # not lost after all: hand it back (the queue was empty)
 
 
 def stop_reading(pump: TaskHandle | None, upstream: Upstream | None) -> None:

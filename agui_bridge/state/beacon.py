@@ -8,7 +8,9 @@ thread-file write per stream (which also blocked the gevent hub). A beacon needs
 crash a lost beacon says "dead", which is the truth.
 
 Cancellation requests for a run held by another worker travel the same way: a marker file under
-`<state>/cancel-requests/` that the owner's beacon loop picks up within a second.
+`<state>/cancel-requests/` that the owner's beacon loop picks up within a second. Runs are named by
+their run key (executionId/runId, `state/lease.py`), never by runId alone. A marker records the
+thread and run key it is for, so the retention sweep can remove markers of runs that ended.
 """
 
 from __future__ import annotations
@@ -19,13 +21,24 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 OWNERS_DIR = "owners"
 CANCELS_DIR = "cancel-requests"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+
+
+@dataclass(frozen=True)
+class CancelMarker:
+    """One pending cancel request: its file, and the run it names (None if unreadable or legacy)."""
+
+    path: Path
+    thread_id: str | None
+    run_key: str | None
+    mtime: float
 
 
 def _name(text: str) -> str:
@@ -44,10 +57,10 @@ class Beacons:
 
     # ---- liveness ----------------------------------------------------------------------------
 
-    def publish(self, owner: str, run_ids: Iterable[str], now_ms: int) -> None:
-        """Atomically replace this worker's beacon (OSError propagates: the caller logs it)."""
+    def publish(self, owner: str, run_keys: Iterable[str], now_ms: int) -> None:
+        """Atomically replace this worker's beacon listing the run keys it streams (OSError propagates)."""
         self._ensure(self.owners_dir)
-        payload = json.dumps({"owner": owner, "heartbeatAt": now_ms, "runs": sorted(run_ids)}).encode()
+        payload = json.dumps({"owner": owner, "heartbeatAt": now_ms, "runs": sorted(run_keys)}).encode()
         fd, tmp = tempfile.mkstemp(dir=self.owners_dir, prefix=".beacon.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -59,8 +72,8 @@ class Beacons:
                 os.unlink(tmp)
             raise
 
-    def holds(self, owner: str, run_id: str, now_ms: int, ttl_ms: int) -> bool:
-        """True if `owner`'s beacon is fresh and lists `run_id` (an unreadable beacon counts as dead)."""
+    def holds(self, owner: str, run_key: str, now_ms: int, ttl_ms: int) -> bool:
+        """True if `owner`'s beacon is fresh and lists `run_key` (an unreadable beacon counts as dead)."""
         try:
             with open(self.owners_dir / f"{_name(owner)}.json", "rb") as handle:
                 document = json.loads(handle.read())
@@ -70,7 +83,7 @@ class Beacons:
             return False
         heartbeat = document.get("heartbeatAt")
         runs = document.get("runs")
-        return isinstance(heartbeat, int) and heartbeat > now_ms - ttl_ms and isinstance(runs, list) and run_id in runs
+        return isinstance(heartbeat, int) and heartbeat > now_ms - ttl_ms and isinstance(runs, list) and run_key in runs
 
     def forget_stale(self, older_than_s: float) -> None:
         """Remove beacons of workers gone for long (each restart leaves one behind)."""
@@ -84,15 +97,50 @@ class Beacons:
 
     # ---- cancellation ------------------------------------------------------------------------
 
-    def request_cancel(self, run_id: str) -> None:
+    def request_cancel(self, run_key: str, thread_id: str = "") -> None:
+        """Leave a marker for the owner of `run_key` (an atomic write: readers never see half of it)."""
         self._ensure(self.cancels_dir)
-        path = self.cancels_dir / _name(run_id)
-        with open(path, "wb"):
-            pass
-        os.chmod(path, FILE_MODE)
+        payload = json.dumps({"threadId": thread_id, "runKey": run_key}).encode()
+        fd, tmp = tempfile.mkstemp(dir=self.cancels_dir, prefix=".cancel.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+                os.fchmod(handle.fileno(), FILE_MODE)
+            os.replace(tmp, self.cancels_dir / _name(run_key))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
-    def take_cancels(self, run_ids: Mapping[str, str] | Iterable[str]) -> set[str]:
-        """The runs among `run_ids` someone asked to cancel; their markers are consumed."""
+    def discard_cancel(self, run_key: str) -> None:
+        """Remove the marker of `run_key`, if any: its run ended (owner) or is no longer live (canceller)."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.cancels_dir / _name(run_key))
+
+    def cancel_markers(self) -> Iterator[CancelMarker]:
+        """Every marker file (temp files of an interrupted write included, with no run)."""
+        try:
+            entries = list(os.scandir(self.cancels_dir))
+        except OSError:
+            return
+        for entry in entries:
+            try:
+                mtime = entry.stat(follow_symlinks=False).st_mtime
+                with open(entry.path, "rb") as handle:
+                    document = json.loads(handle.read(4096) or b"null")
+            except (OSError, ValueError):
+                document, mtime = None, 0.0
+            thread_id = document.get("threadId") if isinstance(document, dict) else None
+            key = document.get("runKey") if isinstance(document, dict) else None
+            yield CancelMarker(
+                Path(entry.path),
+                thread_id if isinstance(thread_id, str) and thread_id else None,
+                key if isinstance(key, str) and key and _name(key) == entry.name else None,
+                mtime,
+            )
+
+    def take_cancels(self, run_keys: Mapping[str, object] | Iterable[str]) -> set[str]:
+        """The runs among `run_keys` someone asked to cancel; their markers are consumed."""
         try:
             markers = set(os.listdir(self.cancels_dir))
         except OSError:
@@ -100,10 +148,10 @@ class Beacons:
         if not markers:
             return set()
         taken: set[str] = set()
-        for run_id in run_ids:
-            name = _name(run_id)
+        for key in run_keys:
+            name = _name(key)
             if name in markers:
                 with contextlib.suppress(OSError):
                     os.unlink(self.cancels_dir / name)
-                taken.add(run_id)
+                taken.add(key)
         return taken

@@ -2,7 +2,11 @@
 
 A thread file may go when nothing can still need it: no pending interrupt, no live lease, and no
 activity for the retention period. Each removal re-reads the file under its lock, so a run admitted
-a moment ago on another worker is never pruned from under it.
+a moment ago on another worker is never pruned from under it. "Live lease" is `state.lease`'s one
+rule (`lease_is_live`): a run past its grace period counts while its worker's beacon lists it, so
+idle shutdown never stops the server under another worker's live run. Cancel markers of runs that
+are no longer live are removed too (the owner removes its own when its run ends; this catches the
+rest, e.g. a worker that died).
 """
 
 from __future__ import annotations
@@ -11,25 +15,34 @@ import time
 from dataclasses import dataclass, field
 
 from agui_bridge.state import model
+from agui_bridge.state.beacon import Beacons
+from agui_bridge.state.errors import InvalidThreadId
+from agui_bridge.state.lease import LeaseCheck, lease_is_live, lease_key
 from agui_bridge.state.store import StateError, ThreadStore
 from agui_bridge.state.sweep import sweep_thread_dir
 
 DAY_MS = 24 * 3600 * 1000
+#: A marker whose run cannot be read back (an interrupted write) goes after this many seconds.
+UNREADABLE_MARKER_AGE_S = 600.0
 
 
-def prunable(state: model.ThreadState, now_ms: int, retention_ms: int) -> bool:
+def _grace_only(lease: model.RunLease, now_ms: int) -> bool:
+    return lease_is_live(lease, now_ms)
+
+
+def prunable(state: model.ThreadState, now_ms: int, retention_ms: int, lease_live: LeaseCheck = _grace_only) -> bool:
     lease = state.active_run
     return (
         not state.execution.pending
-        and (lease is None or lease.expires_at_ms <= now_ms)
+        and (lease is None or not lease_live(lease, now_ms))
         and state.last_activity_ms <= now_ms - retention_ms
     )
 
 
-def holds_work(state: model.ThreadState, now_ms: int) -> bool:
+def holds_work(state: model.ThreadState, now_ms: int, lease_live: LeaseCheck = _grace_only) -> bool:
     """A live lease or an unexpired pending interrupt: the server is not idle while one exists."""
     lease = state.active_run
-    if lease is not None and lease.expires_at_ms > now_ms:
+    if lease is not None and lease_live(lease, now_ms):
         return True
     return any(entry.expires_at_ms > now_ms for entry in state.execution.pending.values())
 
@@ -40,12 +53,19 @@ class PruneReport:
     removed: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     swept: list[str] = field(default_factory=list)  # orphaned lock and stale temp files (state.sweep)
+    markers_removed: int = 0
 
 
 def prune(
-    store: ThreadStore, *, retention_days: float, now_ms: int | None = None, dry_run: bool = False
+    store: ThreadStore,
+    *,
+    retention_days: float,
+    now_ms: int | None = None,
+    dry_run: bool = False,
+    lease_live: LeaseCheck = _grace_only,
 ) -> PruneReport:
-    """Remove (or with `dry_run` only list) the thread files past retention with nothing to keep."""
+    """Remove (or with `dry_run` only list) the thread files past retention with nothing to keep,
+    and the cancel markers of runs that are no longer live."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     retention_ms = int(retention_days * DAY_MS)
     report = PruneReport()
@@ -59,7 +79,7 @@ def prune(
         try:
             with store.transaction(thread_id) as txn:
                 state = txn.state
-                if state is None or not prunable(state, now, retention_ms):
+                if state is None or not prunable(state, now, retention_ms, lease_live):
                     continue
                 if not dry_run:
                     txn.delete()
@@ -67,10 +87,39 @@ def prune(
         except StateError as exc:
             report.problems.append(f"{thread_id}: {exc}")
     report.swept = sweep_thread_dir(store.threads_dir, now_s=now / 1000, dry_run=dry_run).removed
+    report.markers_removed = sweep_cancel_markers(store, now, lease_live, dry_run=dry_run)
     return report
 
 
-def busy_since(store: ThreadStore, now_ms: int) -> int | None:
+def sweep_cancel_markers(
+    store: ThreadStore, now_ms: int, lease_live: LeaseCheck = _grace_only, *, dry_run: bool = False
+) -> int:
+    """Remove the cancel markers whose run no longer holds a live lease; returns how many."""
+    removed = 0
+    for marker in Beacons(store.root).cancel_markers():
+        if marker.thread_id is None or marker.run_key is None:
+            keep = marker.mtime * 1000 > now_ms - UNREADABLE_MARKER_AGE_S * 1000
+        else:
+            try:
+                state = store.read(marker.thread_id)
+            except InvalidThreadId:
+                state = None  # names no thread file: no run can be live there
+            except (StateError, ValueError):
+                continue  # unreadable state: decided on a later sweep
+            lease = state.active_run if state is not None else None
+            keep = lease is not None and lease_key(lease) == marker.run_key and lease_live(lease, now_ms)
+        if keep:
+            continue
+        removed += 1
+        if not dry_run:
+            try:
+                marker.path.unlink()
+            except OSError:
+                removed -= 1
+    return removed
+
+
+def busy_since(store: ThreadStore, now_ms: int, lease_live: LeaseCheck = _grace_only) -> int | None:
     """None if some thread holds work (a live run or an unexpired interrupt; an unreadable file counts
     as work), else the latest activity recorded in any thread file (0 with no files)."""
     latest = 0
@@ -79,7 +128,7 @@ def busy_since(store: ThreadStore, now_ms: int) -> int | None:
             state = store.read(thread_id)
             if state is None:
                 continue
-            if holds_work(state, now_ms):
+            if holds_work(state, now_ms, lease_live):
                 return None
             latest = max(latest, state.last_activity_ms)
     except StateError:

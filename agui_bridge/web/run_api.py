@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, g
+from flask import Blueprint, Response, g, request
 
 from agui_bridge.i18n import normalise_language
 from agui_bridge.validation.run_input import raw_preferred_language
@@ -28,7 +28,7 @@ def run() -> Response:
     preferred = normalise_language(raw_preferred_language(raw))
     if preferred is not None:
         g.agui_language = preferred
-    stream = service.start_run(raw, g.agui_language)
+    stream = service.start_run(raw, g.agui_language, client_socket=request.environ.get("gunicorn.socket"))
     response = Response(stream, status=200, content_type=SSE_CONTENT_TYPE, direct_passthrough=True)
     for name, value in SSE_RESPONSE_HEADERS:
         response.headers[name] = value

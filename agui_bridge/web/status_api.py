@@ -30,6 +30,7 @@ def thread_status_view(thread_id: str) -> Response:
         raise InvalidInput("status_ros_required", field="/rosInvocationId")
     if len(thread_id) > limits.MAX_ID_CHARS or len(ros_invocation_id) > limits.MAX_ROS_INVOCATION_ID_CHARS:
         raise ExecutionNotFound()  # POST / never admits such ids, so no such thread exists
-    response = jsonify(thread_status(service.store, thread_id, ros_invocation_id, now_ms()))
+    answer = thread_status(service.store, thread_id, ros_invocation_id, now_ms(), service.lease_live)
+    response = jsonify(answer)
     response.headers["Cache-Control"] = "no-store"
     return response

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from werkzeug.test import TestResponse
 
@@ -55,7 +55,7 @@ DOCUMENTED: dict[str, frozenset[int]] = {
     "router": frozenset({308, 400, 401, 404, 413, 415}),
 }
 
-HOSTILE = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+HOSTILE = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 # ------------------------------------------------------------------------------------------ strategies
 
@@ -245,6 +245,8 @@ def test_run_route_with_hostile_ids_cwds_and_nesting(
     language=accept_language,
     nest=st.none() | nesting,
 )
+# Found by the search once: an id holding "/" made a "//" path that Werkzeug answered with a 308 redirect.
+@example(execution_id="", thread_id="/etc/passwd", ros=None, auth="Bearer s3cret", language=None, nest=None)
 def test_extension_routes_with_hostile_input(
     hostile_app: Flask,
     invariants: Invariants,

@@ -54,7 +54,8 @@ def lease_thread(store: ThreadStore, cwd: Path, expires_at_ms: int) -> None:
     ("grace_left_ms", "beacon_runs", "busy"),
     [
         (5_000, None, True),  # within the grace period after admission
-        (-5_000, ["run-1"], True),  # past it, but the owner's fresh beacon lists the run
+        (-5_000, ["exec-1/run-1"], True),  # past it, but the owner's fresh beacon lists the run key
+        (-5_000, ["run-1"], False),  # a runId alone names no run: another thread may use it too
         (-5_000, ["run-other"], False),  # the owner no longer streams it: reclaimed
         (-5_000, None, False),  # no beacon at all: reclaimed
     ],

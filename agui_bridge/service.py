@@ -166,7 +166,10 @@ class BridgeService:
 
     def start_run(self, raw: dict[str, Any], language: str) -> RunStream | GuidanceStream:
         """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED)."""
-        if self.draining or self._active >= self.settings.max_active_runs_per_worker:
+        limit = self.runtime.stream_limit(
+            self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
+        )
+        if self.draining or self._active >= limit:
             raise ServiceUnavailable()
         run = parse_run_input(raw)
         cwd = resolve_cwd(run.props.cwd, self.settings.allowed_cwds)

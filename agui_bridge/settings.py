@@ -38,6 +38,7 @@ class Settings:
     max_request_bytes: int = 12 * MIB
     max_cancel_bytes: int = 64 * 1024
     max_active_runs_per_worker: int = 800
+    max_thread_streams_per_worker: int = 16  # thread back-end only: a host thread + a pump thread each
     idle_shutdown_s: float = 0.0
     state_retention_days: float = 30.0
     metrics_enabled: bool = True
@@ -106,6 +107,7 @@ _ENV_FIELDS: tuple[tuple[str, str, Callable[[str], object]], ...] = (
     ("IDLE_SHUTDOWN", "idle_shutdown_s", float),
     ("STATE_RETENTION_DAYS", "state_retention_days", float),
     ("MAX_ACTIVE_RUNS", "max_active_runs_per_worker", int),
+    ("MAX_THREAD_STREAMS", "max_thread_streams_per_worker", int),
     ("METRICS", "metrics_enabled", _flag),
 )
 

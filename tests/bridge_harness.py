@@ -17,31 +17,14 @@ from typing import Any
 import requests
 
 from agui_bridge.demo.testing import free_port
+from agui_bridge.testing import run_input
 from tests.agui_checks import assert_valid_agui_stream, parse_sse
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_body(
-    thread_id: str,
-    text: str,
-    cwd: Path | str,
-    *,
-    run_id: str | None = None,
-    ros_invocation_id: str = "invocation-1",
-    **props: Any,
-) -> dict[str, Any]:
-    """A minimal RunAgentInput as the protocol reference shows it."""
-    iac: dict[str, Any] = {"schemaVersion": 1, "rosInvocationId": ros_invocation_id, "cwd": str(cwd), **props}
-    return {
-        "threadId": thread_id,
-        "runId": run_id or f"run-{uuid.uuid4()}",
-        "state": {},
-        "messages": [{"id": f"message-{uuid.uuid4()}", "role": "user", "content": text}],
-        "tools": [],
-        "context": [],
-        "forwardedProps": {"iacCode": iac},
-    }
+#: A minimal RunAgentInput as the protocol reference shows it: the same builder users get.
+run_body = run_input
 
 
 def new_thread_id() -> str:

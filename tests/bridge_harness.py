@@ -188,3 +188,78 @@ def read_sse_until(
 
 def dump(events: list[dict[str, Any]]) -> str:
     return json.dumps(events, indent=1)[:4000]
+
+
+# --------------------------------------------------------------------------------------------- other WSGI hosts
+
+#: The hosts `WsgiHost` can start, each with the app on the thread back-end.
+WSGI_HOSTS = ("gthread", "waitress", "uwsgi", "apache")
+HOST_THREADS = 8
+
+
+class WsgiHost(BridgeServer):
+    """`wsgi:app` on a WSGI host other than gunicorn+gevent: one process, HOST_THREADS threads.
+
+    Settings reach the app through the documented IAC_CODE_AGUI_* environment (create_app reads it),
+    as in the recipes of deploy/README.md; `env` adds or overrides variables.
+    """
+
+    def __init__(
+        self, kind: str, a2a_url: str, a2a_token: str | None, state_dir: Path, allowed_root: Path, **env: str
+    ) -> None:
+        super().__init__(a2a_url, a2a_token, state_dir, allowed_root)
+        self.kind = kind
+        self.env = env
+        self.log_path = state_dir.parent / f"{kind}-{self.port}.log"
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        env.update(
+            IAC_CODE_AGUI_HOST="127.0.0.1",
+            IAC_CODE_AGUI_PORT=str(self.port),
+            IAC_CODE_AGUI_WORKERS="1",
+            IAC_CODE_AGUI_A2A_URL=str(self.a2a_url),
+            IAC_CODE_AGUI_STATE_DIR=str(self.state_dir),
+            IAC_CODE_AGUI_ALLOWED_CWDS=str(self.allowed_root),
+        )
+        if self.a2a_token:
+            env["IAC_CODE_AGUI_A2A_TOKEN"] = self.a2a_token
+        env.update(self.env)
+        return env
+
+    def command(self) -> list[str]:
+        bin_dir = Path(sys.executable).parent
+        if self.kind == "gthread":
+            return [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn-gthread.conf.py",
+                    "--threads", str(HOST_THREADS), "wsgi:app"]  # fmt: skip
+        if self.kind == "waitress":
+            return [sys.executable, "-m", "waitress", f"--listen=127.0.0.1:{self.port}",
+                    f"--threads={HOST_THREADS}", "wsgi:app"]  # fmt: skip
+        if self.kind == "uwsgi":
+            return [str(bin_dir / "uwsgi"), "--ini", "deploy/uwsgi.ini", "--processes", "1",
+                    "--threads", str(HOST_THREADS)]  # fmt: skip
+        raise ValueError(self.kind)
+
+    def start(self) -> WsgiHost:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.command(), cwd=REPO_ROOT, env=self.environment(), stdout=log, stderr=log, start_new_session=True
+        )
+        self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.kind} exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if requests.get(self.url + "health", timeout=0.5).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{self.kind} did not become ready: {self.log_path.read_text()[-3000:]}")

@@ -1,0 +1,176 @@
+"""The bridge on WSGI hosts other than gunicorn+gevent (deploy/README.md "Other WSGI hosts").
+
+Each host runs `wsgi:app` twice (two processes, one thread pool each) over one state directory, as
+several workers or several host processes share it, and each promise of the production path is
+checked through real HTTP: a normal turn, an interrupt resumed by the other process, events reaching
+the client as they are produced (no host buffering), heartbeats, a disconnect that cancels the A2A task,
+THREAD_BUSY across processes, and the thread back-end's stream cap (503 + Retry-After).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from agui_bridge.testing import answer, resume_input
+from tests.agui_checks import assert_valid_agui_stream, event_types, sse_comments
+from tests.bridge_harness import (
+    WSGI_HOSTS,
+    StreamReader,
+    WsgiHost,
+    custom,
+    new_thread_id,
+    read_sse_until,
+    run_body,
+    wait_for_task_state,
+)
+
+pytestmark = pytest.mark.e2e
+
+HEARTBEAT_S = 0.3
+#: Loose bound on the delay between the bridge writing an event and the client reading it. Anything a
+#: host held back would show up as a delay of at least one gap of the slow turn (0.5 s here).
+MAX_LAG_S = 0.45
+
+
+class Pair:
+    def __init__(self, a: WsgiHost, b: WsgiHost, root: Path) -> None:
+        self.a, self.b, self.root = a, b, root
+
+
+@pytest.fixture(scope="module", params=[h for h in WSGI_HOSTS if h != "apache"])
+def pair(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, demo_url: str, demo_token: str
+) -> Iterator[Pair]:
+    kind = request.param
+    root = tmp_path_factory.mktemp(kind)
+    state = root / "state"
+    a = WsgiHost(kind, demo_url, demo_token, state, root, IAC_CODE_AGUI_HEARTBEAT_INTERVAL_S=str(HEARTBEAT_S))
+    b = WsgiHost(kind, demo_url, demo_token, state, root, IAC_CODE_AGUI_MAX_THREAD_STREAMS="1")
+    a.start()
+    try:
+        b.start()
+        try:
+            yield Pair(a, b, root)
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+
+
+def timed_events(response: requests.Response) -> list[tuple[float, dict[str, Any]]]:
+    """Every event with the wall-clock time its last byte was read."""
+    buffer, out = b"", []
+    for chunk in response.iter_content(chunk_size=None):
+        arrived = time.time()
+        buffer += chunk
+        *records, buffer = buffer.replace(b"\r\n", b"\n").split(b"\n\n")
+        for record in records:
+            data = [line[5:].strip() for line in record.split(b"\n") if line.startswith(b"data:")]
+            if data:
+                out.append((arrived, json.loads(b"\n".join(data))))
+    return out
+
+
+def test_a_normal_turn(pair: Pair) -> None:
+    events = pair.a.run(run_body(new_thread_id(), "say hi", pair.root), expect="success")
+    assert "TEXT_MESSAGE_CONTENT" in event_types(events)
+    assert custom(events, "iac-code.session.v1")[0]["value"]["taskId"]
+    assert events[-1]["usage"]
+
+
+def test_an_interrupt_is_resumed_by_the_other_process(pair: Pair) -> None:
+    thread_id = new_thread_id()
+    first = pair.a.run(run_body(thread_id, "please write file x.yaml", pair.root), expect="interrupt")
+    [permission] = first[-1]["outcome"]["interrupts"]
+    assert permission["reason"] == "tool_call"
+    body = resume_input(thread_id, pair.root, [answer(permission, {"decision": "allow_once"})])
+    second = pair.b.run(body, expect="success")
+    results = [e for e in second if e["type"] == "TOOL_CALL_RESULT"]
+    assert results and results[0]["toolCallId"] == permission["toolCallId"]
+
+
+def test_events_arrive_as_they_are_produced(pair: Pair) -> None:
+    with pair.a.post(run_body(new_thread_id(), "slow [SLOW 3]", pair.root)) as response:
+        assert response.status_code == 200
+        timed = timed_events(response)
+    deltas = [(arrived, event) for arrived, event in timed if event["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert [e["delta"] for _, e in deltas] == [f"slow chunk {i}. " for i in range(1, 7)]
+    lags = [arrived - event["timestamp"] / 1000 for arrived, event in deltas]
+    print(f"{pair.a.kind}: event lags (s): {[round(lag, 3) for lag in lags]}")
+    assert max(lags) < MAX_LAG_S, lags
+    assert deltas[-1][0] - deltas[0][0] > 1.5  # spread over the turn, not delivered at its end
+    assert timed[-1][1]["type"] == "RUN_FINISHED"
+
+
+def test_heartbeats_fill_the_silences(pair: Pair) -> None:
+    with pair.a.post(run_body(new_thread_id(), "slow [SLOW 2.4]", pair.root)) as response:
+        raw = b"".join(response.iter_content(chunk_size=None))
+    assert sse_comments(raw).count("heartbeat") >= 3
+    assert_valid_agui_stream(raw, expect_terminal="success")
+
+
+def test_a_disconnect_cancels_the_task_and_frees_the_thread(pair: Pair, demo_url: str, demo_token: str) -> None:
+    thread_id = new_thread_id()
+    response = pair.a.post(run_body(thread_id, "slow [SLOW 30]", pair.root))
+    _, events = read_sse_until(response, lambda evs: bool(custom(evs, "iac-code.session.v1")))
+    task_id = custom(events, "iac-code.session.v1")[0]["value"]["taskId"]
+    response.close()
+    assert wait_for_task_state(demo_url, demo_token, task_id, "TASK_STATE_CANCELED", 10) == "TASK_STATE_CANCELED"
+    deadline = time.monotonic() + 10
+    while True:  # the lease is released when the stream's cleanup has run
+        status = requests.post(pair.b.url, json=run_body(thread_id, "hi", pair.root), timeout=30)
+        if status.status_code != 409 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert status.status_code == 200, status.text
+    assert_valid_agui_stream(status.content, expect_terminal="success")
+
+
+def test_thread_busy_across_processes(pair: Pair) -> None:
+    thread_id = new_thread_id()
+    running = StreamReader(pair.a.post(run_body(thread_id, "slow [SLOW 3]", pair.root)))
+    running.until(lambda evs: bool(evs))
+    refused = requests.post(pair.b.url, json=run_body(thread_id, "hi", pair.root), timeout=30)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "THREAD_BUSY")
+    assert_valid_agui_stream(running.rest(), expect_terminal="success")
+    running.response.close()
+
+
+def test_streams_beyond_the_thread_cap_get_503(pair: Pair) -> None:
+    running = StreamReader(pair.b.post(run_body(new_thread_id(), "slow [SLOW 3]", pair.root)))
+    running.until(lambda evs: bool(evs))
+    refused = requests.post(pair.b.url, json=run_body(new_thread_id(), "hi", pair.root), timeout=30)
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
+    assert refused.json()["error"]["code"] == "SERVICE_UNAVAILABLE"
+    assert requests.get(pair.b.url + "health", timeout=5).status_code == 200  # a thread is still free
+    pair.a.run(run_body(new_thread_id(), "hi", pair.root), expect="success")  # the other process has room
+    assert_valid_agui_stream(running.rest(), expect_terminal="success")
+    running.response.close()
+
+
+def test_gthread_drains_on_sigterm(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+    """SIGTERM to gunicorn: the open stream ends with RUN_ERROR CANCELLED and its A2A task is cancelled."""
+    host = WsgiHost("gthread", demo_url, demo_token, tmp_path / "state", tmp_path, IAC_CODE_AGUI_GRACEFUL_TIMEOUT="11")
+    host.start()
+    try:
+        response = host.post(run_body(new_thread_id(), "slow [SLOW 30]", tmp_path))
+        reader = StreamReader(response)
+        events = reader.until(lambda evs: bool(custom(evs, "iac-code.session.v1")))
+        task_id = custom(events, "iac-code.session.v1")[0]["value"]["taskId"]
+        assert host.process is not None
+        host.process.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        events = assert_valid_agui_stream(reader.rest(), expect_terminal="RUN_ERROR")
+        assert events[-1]["code"] == "CANCELLED"
+        assert time.monotonic() - started < 10
+        assert wait_for_task_state(demo_url, demo_token, task_id, "TASK_STATE_CANCELED") == "TASK_STATE_CANCELED"
+    finally:
+        host.stop()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
@@ -214,6 +216,7 @@ class WsgiHost(BridgeServer):
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
+        env["AGUI_BRIDGE_ENV_FILE"] = os.devnull  # deploy/apache/agui-bridge.wsgi: only this environment
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         env.update(
             IAC_CODE_AGUI_HOST="127.0.0.1",
@@ -239,7 +242,41 @@ class WsgiHost(BridgeServer):
         if self.kind == "uwsgi":
             return [str(bin_dir / "uwsgi"), "--ini", "deploy/uwsgi.ini", "--processes", "1",
                     "--threads", str(HOST_THREADS)]  # fmt: skip
+        if self.kind == "apache":
+            return [apache_binary(), "-f", str(self.apache_config()), "-DFOREGROUND"]
         raise ValueError(self.kind)
+
+    def apache_config(self) -> Path:
+        """A minimal httpd.conf around the shipped site file, everything in a directory of this server's own."""
+        run = self.state_dir.parent / f"apache-{self.port}"
+        run.mkdir(mode=0o755, exist_ok=True)
+        modules = Path(apache_module_dir())
+        site_packages = next(Path(sys.prefix).glob("lib/python3*/site-packages"))
+        lines = [
+            f"ServerRoot {run}", "ServerName localhost", f"PidFile {run}/httpd.pid", f"ErrorLog {run}/error.log",
+            "LogLevel warn", f"DefaultRuntimeDir {run}", f"Mutex file:{run} default",
+            *(f"LoadModule {name}_module {modules}/mod_{name}.so" for name in
+              ("mpm_event", "authz_core", "authz_host", "env")),
+            f"LoadModule wsgi_module {mod_wsgi_path()}",
+            f"WSGISocketPrefix {run}/wsgi",
+            f"Define AGUI_BRIDGE_HOME {REPO_ROOT}", f"Define AGUI_BRIDGE_SITE_PACKAGES {site_packages}",
+            f"Define AGUI_BRIDGE_PORT {self.port}", "Define AGUI_BRIDGE_PROCESSES 1",
+            f"Define AGUI_BRIDGE_THREADS {HOST_THREADS}",
+            f"Include {REPO_ROOT}/deploy/apache/agui-bridge.conf",
+        ]  # fmt: skip
+        if os.geteuid() == 0:  # httpd refuses to serve as root: its children and the daemon become nobody
+            lines[1:1] = [f"User {APACHE_USER}", f"Group #{pwd.getpwnam(APACHE_USER).pw_gid}"]
+        config = run / "httpd.conf"
+        config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return config
+
+    def stop(self, sig: int = signal.SIGTERM, *, group: bool = True) -> None:
+        if self.kind == "apache" and self.process is not None:
+            error_log = self.state_dir.parent / f"apache-{self.port}" / "error.log"
+            if error_log.exists():
+                with self.log_path.open("ab") as log:
+                    log.write(error_log.read_bytes())
+        super().stop(sig, group=group)
 
     def start(self) -> WsgiHost:
         log = self.log_path.open("ab")
@@ -263,3 +300,37 @@ class WsgiHost(BridgeServer):
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"{self.kind} did not become ready: {self.log_path.read_text()[-3000:]}")
+
+
+# --------------------------------------------------------------------------------------------- Apache httpd
+
+APACHE_USER = "nobody"
+
+
+def apache_binary() -> str:
+    return os.environ.get("AGUI_APACHE2") or shutil.which("apache2") or "/usr/sbin/apache2"
+
+
+def mod_wsgi_path() -> str:
+    return os.environ.get("AGUI_MOD_WSGI") or "/usr/lib/apache2/modules/mod_wsgi.so"
+
+
+def apache_module_dir() -> str:
+    return str(Path(mod_wsgi_path()).parent)
+
+
+def apache_unavailable() -> str | None:
+    """Why the Apache tests cannot run here (None: they can). mod_wsgi embeds the python it was built
+    for, so it can load our venv's packages only if that python has the same minor version."""
+    if not Path(apache_binary()).exists() or not Path(mod_wsgi_path()).exists():
+        return "Apache httpd or mod_wsgi is not installed (bash scripts/install-apache)"
+    linked = subprocess.run(["ldd", mod_wsgi_path()], capture_output=True, text=True, check=False).stdout
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if f"libpython{version}.so" not in linked:
+        return f"mod_wsgi is built for another python than this venv's {version}"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam(APACHE_USER)
+        except KeyError:
+            return f"no user {APACHE_USER} for httpd's children"
+    return None

@@ -9,8 +9,13 @@ THREAD_BUSY across processes, and the thread back-end's stream cap (503 + Retry-
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pwd
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +27,11 @@ import requests
 from agui_bridge.testing import answer, resume_input
 from tests.agui_checks import assert_valid_agui_stream, event_types, sse_comments
 from tests.bridge_harness import (
+    APACHE_USER,
     WSGI_HOSTS,
     StreamReader,
     WsgiHost,
+    apache_unavailable,
     custom,
     new_thread_id,
     read_sse_until,
@@ -45,12 +52,38 @@ class Pair:
         self.a, self.b, self.root = a, b, root
 
 
-@pytest.fixture(scope="module", params=[h for h in WSGI_HOSTS if h != "apache"])
+@contextlib.contextmanager
+def host_root(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The allowed workspace root and the state directory's parent. httpd's children run as nobody when
+    the tests run as root, so Apache gets a directory they can reach and a state directory they own."""
+    if kind != "apache":
+        yield tmp_path_factory.mktemp(kind)
+        return
+    reason = apache_unavailable()
+    if reason:
+        pytest.skip(reason)
+    root = Path(tempfile.mkdtemp(prefix="agui-apache-"))
+    try:
+        root.chmod(0o755)
+        (root / "state").mkdir()
+        if os.geteuid() == 0:
+            user = pwd.getpwnam(APACHE_USER)
+            os.chown(root / "state", user.pw_uid, user.pw_gid)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=WSGI_HOSTS)
 def pair(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, demo_url: str, demo_token: str
 ) -> Iterator[Pair]:
     kind = request.param
-    root = tmp_path_factory.mktemp(kind)
+    with host_root(kind, tmp_path_factory) as root:
+        yield from _pair(kind, root, demo_url, demo_token)
+
+
+def _pair(kind: str, root: Path, demo_url: str, demo_token: str) -> Iterator[Pair]:
     state = root / "state"
     a = WsgiHost(kind, demo_url, demo_token, state, root, IAC_CODE_AGUI_HEARTBEAT_INTERVAL_S=str(HEARTBEAT_S))
     b = WsgiHost(kind, demo_url, demo_token, state, root, IAC_CODE_AGUI_MAX_THREAD_STREAMS="1")
@@ -79,7 +112,14 @@ def timed_events(response: requests.Response) -> list[tuple[float, dict[str, Any
     return out
 
 
+#: What each host says in its Server header (uWSGI's router sends none).
+SERVER_HEADER = {"gthread": "gunicorn", "waitress": "waitress", "uwsgi": None, "apache": "Apache/2"}
+
+
 def test_a_normal_turn(pair: Pair) -> None:
+    server = requests.get(pair.a.url + "health", timeout=5).headers.get("Server")
+    expected = SERVER_HEADER[pair.a.kind]
+    assert (server is None) if expected is None else (server or "").startswith(expected), server
     events = pair.a.run(run_body(new_thread_id(), "say hi", pair.root), expect="success")
     assert "TEXT_MESSAGE_CONTENT" in event_types(events)
     assert custom(events, "iac-code.session.v1")[0]["value"]["taskId"]

@@ -83,3 +83,48 @@ def test_the_plugin_is_registered_through_its_entry_point(pytestconfig: pytest.C
     plugin = pytestconfig.pluginmanager.get_plugin("agui_bridge")
     assert plugin is not None and plugin.__name__ == "agui_bridge.testing"
     assert isinstance(EventStream.__doc__, str)
+
+
+USER_TESTS = """
+import uuid
+
+from agui_bridge.testing import run_input
+
+
+def test_a_turn_against_the_given_upstream(agui_client, agui_workspace):
+    stream = agui_client.run(run_input(str(uuid.uuid4()), "say hi", agui_workspace))
+    assert stream.outcome == "success" and stream.text
+"""
+
+#: Makes every import of the demo agent fail, as when its packages are not installed.
+NO_DEMO_CONFTEST = """
+import sys
+
+sys.modules["agui_bridge.demo"] = None
+"""
+
+
+def run_user_pytest(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "IAC_CODE_AGUI_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *args],
+        cwd=tmp_path,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_without_the_demo_agent_the_plugin_uses_the_given_url_or_skips(tmp_path: Path, agui_a2a) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "conftest.py").write_text(NO_DEMO_CONFTEST, encoding="utf-8")
+    (tmp_path / "test_user.py").write_text(USER_TESTS, encoding="utf-8")
+    token = {"IAC_CODE_AGUI_TEST_A2A_TOKEN": agui_a2a.token}
+    by_option = run_user_pytest(tmp_path, "--agui-a2a-url", agui_a2a.url, env=token)
+    assert by_option.returncode == 0 and "1 passed" in by_option.stdout, by_option.stdout[-2000:]
+    by_env = run_user_pytest(tmp_path, env={**token, "IAC_CODE_AGUI_TEST_A2A_URL": agui_a2a.url})
+    assert by_env.returncode == 0 and "1 passed" in by_env.stdout, by_env.stdout[-2000:]
+    skipped = run_user_pytest(tmp_path)
+    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout[-2000:]
+    assert "the demo agent cannot start" in skipped.stdout and "--agui-a2a-url" in skipped.stdout

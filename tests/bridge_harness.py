@@ -239,6 +239,8 @@ class WsgiHost(BridgeServer):
         if self.kind == "waitress":
             return [sys.executable, "-m", "waitress", f"--listen=127.0.0.1:{self.port}",
                     f"--threads={HOST_THREADS}", "wsgi:app"]  # fmt: skip
+        if self.kind == "waitress-drain":
+            return [sys.executable, "deploy/waitress_serve.py", "--threads", str(HOST_THREADS)]
         if self.kind == "uwsgi":
             return [str(bin_dir / "uwsgi"), "--ini", "deploy/uwsgi.ini", "--processes", "1",
                     "--threads", str(HOST_THREADS)]  # fmt: skip

@@ -200,11 +200,14 @@ def test_streams_beyond_the_thread_cap_get_503(pair: Pair) -> None:
     running.response.close()
 
 
-def test_gthread_drains_on_sigterm(tmp_path: Path, demo_url: str, demo_token: str) -> None:
-    """SIGTERM to gunicorn: the open stream ends with RUN_ERROR CANCELLED and its A2A task is cancelled."""
-    host = WsgiHost("gthread", demo_url, demo_token, tmp_path / "state", tmp_path, IAC_CODE_AGUI_GRACEFUL_TIMEOUT="11")
+@pytest.mark.parametrize("kind", ["gthread", "waitress-drain"])
+def test_sigterm_drains(kind: str, tmp_path: Path, demo_url: str, demo_token: str) -> None:
+    """SIGTERM to gunicorn gthread or deploy/waitress_serve.py: the open stream ends with RUN_ERROR
+    CANCELLED, its A2A task is cancelled, new runs meanwhile get 503, and the host exits."""
+    host = WsgiHost(kind, demo_url, demo_token, tmp_path / "state", tmp_path, IAC_CODE_AGUI_GRACEFUL_TIMEOUT="12")
     host.start()
     try:
+        host.run(run_body(new_thread_id(), "say hi", tmp_path), expect="success")
         response = host.post(run_body(new_thread_id(), "slow [SLOW 30]", tmp_path))
         reader = StreamReader(response)
         events = reader.until(lambda evs: bool(custom(evs, "iac-code.session.v1")))
@@ -212,9 +215,17 @@ def test_gthread_drains_on_sigterm(tmp_path: Path, demo_url: str, demo_token: st
         assert host.process is not None
         host.process.send_signal(signal.SIGTERM)
         started = time.monotonic()
+        time.sleep(0.5)
+        try:
+            refused = requests.post(host.url, json=run_body(new_thread_id(), "hi", tmp_path), timeout=10)
+        except requests.ConnectionError:
+            assert kind == "gthread"  # gunicorn closes its listening socket at once
+        else:  # waitress keeps accepting while the bridge drains
+            assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
         events = assert_valid_agui_stream(reader.rest(), expect_terminal="RUN_ERROR")
         assert events[-1]["code"] == "CANCELLED"
         assert time.monotonic() - started < 10
         assert wait_for_task_state(demo_url, demo_token, task_id, "TASK_STATE_CANCELED") == "TASK_STATE_CANCELED"
+        assert host.process.wait(15) == 0
     finally:
         host.stop()

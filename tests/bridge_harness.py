@@ -214,6 +214,19 @@ class WsgiHost(BridgeServer):
         self.env = env
         self.log_path = state_dir.parent / f"{kind}-{self.port}.log"
 
+    def post(self, body: dict[str, Any], **kwargs: Any) -> requests.Response:
+        """Streaming POST with the client bearer token when the host has one (IAC_CODE_AGUI_AUTH_TOKEN)."""
+        token = self.env.get("IAC_CODE_AGUI_AUTH_TOKEN")
+        if token:
+            kwargs["headers"] = {"Authorization": f"Bearer {token}", **kwargs.get("headers", {})}
+        return super().post(body, **kwargs)
+
+    def post_json(self, body: dict[str, Any]) -> requests.Response:
+        """POST and read the whole (pre-stream error or short stream) response."""
+        with self.post(body) as response:
+            response.content  # noqa: B018 - read it all before the connection goes back
+            return response
+
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
         env["AGUI_BRIDGE_ENV_FILE"] = os.devnull  # deploy/apache/agui-bridge.wsgi: only this environment

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import tempfile
@@ -45,6 +46,7 @@ HEARTBEAT_S = 0.3
 #: Loose bound on the delay between the bridge writing an event and the client reading it. Anything a
 #: host held back would show up as a delay of at least one gap of the slow turn (0.5 s here).
 MAX_LAG_S = 0.45
+CLIENT_TOKEN = "client-" + secrets.token_urlsafe(12)
 SLOW_GAP_S = 3 / 6  # "slow [SLOW 3]": six deltas, one every 0.5 s
 
 
@@ -86,8 +88,9 @@ def pair(
 
 def _pair(kind: str, root: Path, demo_url: str, demo_token: str) -> Iterator[Pair]:
     state = root / "state"
-    a = WsgiHost(kind, demo_url, demo_token, state, root, IAC_CODE_AGUI_HEARTBEAT_INTERVAL_S=str(HEARTBEAT_S))
-    b = WsgiHost(kind, demo_url, demo_token, state, root, IAC_CODE_AGUI_MAX_THREAD_STREAMS="1")
+    auth = {"IAC_CODE_AGUI_AUTH_TOKEN": CLIENT_TOKEN}
+    a = WsgiHost(kind, demo_url, demo_token, state, root, IAC_CODE_AGUI_HEARTBEAT_INTERVAL_S=str(HEARTBEAT_S), **auth)
+    b = WsgiHost(kind, demo_url, demo_token, state, root, IAC_CODE_AGUI_MAX_THREAD_STREAMS="1", **auth)
     a.start()
     try:
         b.start()
@@ -125,6 +128,14 @@ def test_a_normal_turn(pair: Pair) -> None:
     assert "TEXT_MESSAGE_CONTENT" in event_types(events)
     assert custom(events, "iac-code.session.v1")[0]["value"]["taskId"]
     assert events[-1]["usage"]
+
+
+def test_the_bearer_token_reaches_the_app(pair: Pair) -> None:
+    """The host passes Authorization on (mod_wsgi drops it unless WSGIPassAuthorization is on)."""
+    body = run_body(new_thread_id(), "hi", pair.root)
+    anonymous = requests.post(pair.a.url, json=body, timeout=30)
+    assert (anonymous.status_code, anonymous.json()["error"]["code"]) == (401, "UNAUTHORIZED")
+    assert pair.a.post_json(body).status_code == 200
 
 
 def test_an_interrupt_is_resumed_by_the_other_process(pair: Pair) -> None:
@@ -170,7 +181,7 @@ def test_a_disconnect_cancels_the_task_and_frees_the_thread(pair: Pair, demo_url
     assert wait_for_task_state(demo_url, demo_token, task_id, "TASK_STATE_CANCELED", 10) == "TASK_STATE_CANCELED"
     deadline = time.monotonic() + 10
     while True:  # the lease is released when the stream's cleanup has run
-        status = requests.post(pair.b.url, json=run_body(thread_id, "hi", pair.root), timeout=30)
+        status = pair.b.post_json(run_body(thread_id, "hi", pair.root))
         if status.status_code != 409 or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -182,7 +193,7 @@ def test_thread_busy_across_processes(pair: Pair) -> None:
     thread_id = new_thread_id()
     running = StreamReader(pair.a.post(run_body(thread_id, "slow [SLOW 3]", pair.root)))
     running.until(lambda evs: bool(evs))
-    refused = requests.post(pair.b.url, json=run_body(thread_id, "hi", pair.root), timeout=30)
+    refused = pair.b.post_json(run_body(thread_id, "hi", pair.root))
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "THREAD_BUSY")
     assert_valid_agui_stream(running.rest(), expect_terminal="success")
     running.response.close()
@@ -191,7 +202,7 @@ def test_thread_busy_across_processes(pair: Pair) -> None:
 def test_streams_beyond_the_thread_cap_get_503(pair: Pair) -> None:
     running = StreamReader(pair.b.post(run_body(new_thread_id(), "slow [SLOW 3]", pair.root)))
     running.until(lambda evs: bool(evs))
-    refused = requests.post(pair.b.url, json=run_body(new_thread_id(), "hi", pair.root), timeout=30)
+    refused = pair.b.post_json(run_body(new_thread_id(), "hi", pair.root))
     assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
     assert refused.json()["error"]["code"] == "SERVICE_UNAVAILABLE"
     assert requests.get(pair.b.url + "health", timeout=5).status_code == 200  # a thread is still free

@@ -56,6 +56,7 @@ class BridgeService:
         self.owner = current_owner()
         self.draining = False
         self._active = 0
+        self._admitting = 0  # requests between the capacity check and their stream's registration
         self._active_lock = threading.Lock()
         self._streams: dict[str, RunStream | GuidanceStream] = {}
         self.beacons = Beacons(settings.state_dir)
@@ -165,12 +166,24 @@ class BridgeService:
         return len(remaining)
 
     def start_run(self, raw: dict[str, Any], language: str) -> RunStream | GuidanceStream:
-        """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED)."""
+        """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED).
+
+        The capacity check and a reservation are one step under the lock, so a burst of requests on the
+        thread back-end cannot overshoot the cap while their admissions wait on file locks."""
         limit = self.runtime.stream_limit(
             self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
         )
-        if self.draining or self._active >= limit:
-            raise ServiceUnavailable()
+        with self._active_lock:
+            if self.draining or self._active + self._admitting >= limit:
+                raise ServiceUnavailable()
+            self._admitting += 1
+        try:
+            return self._admit(raw, language)
+        finally:
+            with self._active_lock:
+                self._admitting -= 1
+
+    def _admit(self, raw: dict[str, Any], language: str) -> RunStream | GuidanceStream:
         run = parse_run_input(raw)
         cwd = resolve_cwd(run.props.cwd, self.settings.allowed_cwds)
         if run.props.active_guidance:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from agui_bridge.config import add_arguments, resolve, worker_environment
 from agui_bridge.runtime import GeventRuntime, ThreadRuntime
 from agui_bridge.settings import Settings, settings_from_env
-from agui_bridge.testing import AguiClient, run_input
+from agui_bridge.testing import AguiClient, EventStream, run_input
 from tests.bridge_harness import new_thread_id
 
 
@@ -45,3 +47,26 @@ def test_a_stream_beyond_the_cap_gets_503_with_retry_after(agui_settings: Settin
     # The slot is free again once the stream has ended.
     again = client.run(run_input(new_thread_id(), "hi", agui_workspace))
     assert again.status_code == 200 and again.outcome == "success"
+
+
+def test_a_burst_cannot_overshoot_the_cap(agui_settings: Settings, agui_workspace: Path) -> None:
+    """Eight runs at once against a cap of 2: exactly two streams, six clean 503s (the check and the
+    reservation are one step, so admissions waiting on their file locks cannot all slip through)."""
+    from agui_bridge.app import create_app
+
+    app = create_app(agui_settings.replace(max_thread_streams_per_worker=2))
+    barrier = threading.Barrier(8)
+
+    def attempt(_: int) -> EventStream:
+        client = AguiClient(app)  # one test client per thread, one app: one process
+        barrier.wait()
+        return client.run(run_input(new_thread_id(), "slow [SLOW 4]", agui_workspace))
+
+    with ThreadPoolExecutor(8) as pool:
+        streams = list(pool.map(attempt, range(8)))
+    try:
+        assert sorted(s.status_code for s in streams) == [200, 200] + [503] * 6
+        assert {s.error["code"] for s in streams if s.error} == {"SERVICE_UNAVAILABLE"}
+    finally:
+        for stream in streams:
+            stream.close()

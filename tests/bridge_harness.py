@@ -345,7 +345,14 @@ def apache_unavailable() -> str | None:
         return f"mod_wsgi is built for another python than this venv's {version}"
     if os.geteuid() == 0:
         try:
-            pwd.getpwnam(APACHE_USER)
+            user = pwd.getpwnam(APACHE_USER)
         except KeyError:
             return f"no user {APACHE_USER} for httpd's children"
+        site_packages = next(Path(sys.prefix).glob("lib/python3*/site-packages"))
+        needed = [REPO_ROOT / "deploy/apache/agui-bridge.wsgi", REPO_ROOT / "agui_bridge/__init__.py",
+                  site_packages / "flask/__init__.py"]  # fmt: skip
+        as_user = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "test", "-r"]
+        for path in needed:
+            if subprocess.run([*as_user, str(path)], check=False).returncode != 0:
+                return f"{path} is not readable by {APACHE_USER}, whom httpd's children run as"
     return None

@@ -193,6 +193,11 @@ OPTIONS: tuple[Option, ...] = (
         "active streams per worker before new runs get 503", setting="max_active_runs_per_worker",
     ),
     Option(
+        "max_thread_streams", "MAX_THREAD_STREAMS", 16, _positive_int, "--max-thread-streams must be >= 1.",
+        "thread back-end (WSGI hosts other than gunicorn gevent): open streams per process before 503",
+        setting="max_thread_streams_per_worker",
+    ),
+    Option(
         "graceful_timeout", "GRACEFUL_TIMEOUT", 30, _positive_int, "--graceful-timeout must be >= 1.",
         "seconds a stopping worker has; active runs get all but the last 10", setting="graceful_timeout_s",
     ),

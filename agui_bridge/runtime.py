@@ -42,6 +42,10 @@ class Runtime(Protocol):
 
     def sleep(self, seconds: float) -> None: ...
 
+    def stream_limit(self, max_active_runs: int, max_thread_streams: int) -> int:
+        """How many streams this process may hold open before new runs get 503 + Retry-After."""
+        ...
+
 
 class _ThreadHandle:
     def __init__(self, thread: threading.Thread, on_stop: Callable[[], None] | None) -> None:
@@ -82,6 +86,11 @@ class ThreadRuntime:
 
     def sleep(self, seconds: float) -> None:
         threading.Event().wait(seconds)
+
+    def stream_limit(self, max_active_runs: int, max_thread_streams: int) -> int:
+        """Each open stream holds a host request thread and a pump thread: the smaller cap wins, so a
+        thread host answers 503 while it still has threads for /health and cancel, instead of queueing."""
+        return min(max_active_runs, max_thread_streams)
 
 
 class _GreenletHandle:
@@ -129,6 +138,10 @@ class GeventRuntime:
 
     def sleep(self, seconds: float) -> None:
         self._gevent.sleep(seconds)
+
+    def stream_limit(self, max_active_runs: int, max_thread_streams: int) -> int:
+        """Greenlets are cheap: only --max-active-runs applies."""
+        return max_active_runs
 
 
 def socket_is_patched() -> bool:

@@ -58,6 +58,7 @@ class BridgeService:
         self.owner = current_owner()
         self.draining = False
         self._active = 0
+        self._admitting = 0  # requests between the capacity check and their stream's registration
         self._active_lock = threading.Lock()
         self._streams: dict[str, RunStream | GuidanceStream] = {}  # by run key (RunStream.key)
         self.beacons = Beacons(settings.state_dir)
@@ -186,11 +187,26 @@ class BridgeService:
     def start_run(self, raw: dict[str, Any], language: str, client_socket: Any = None) -> RunStream | GuidanceStream:
         """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED).
 
-        `client_socket` (gunicorn's `environ["gunicorn.socket"]`) gets the client write deadline.
-        """
+        `client_socket` (gunicorn's `environ["gunicorn.socket"]`) gets the client write deadline. The capacity
+        check and a reservation are one step under the lock, so a burst of requests on the thread back-end
+        cannot overshoot the cap while their admissions wait on file locks."""
         began = time.monotonic()
-        if self.draining or self._active >= self.settings.max_active_runs_per_worker:
-            raise ServiceUnavailable()
+        limit = self.runtime.stream_limit(
+            self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
+        )
+        with self._active_lock:
+            if self.draining or self._active + self._admitting >= limit:
+                raise ServiceUnavailable()
+            self._admitting += 1
+        try:
+            return self._admit(raw, language, client_socket, began)
+        finally:
+            with self._active_lock:
+                self._admitting -= 1
+
+    def _admit(
+        self, raw: dict[str, Any], language: str, client_socket: Any, began: float
+    ) -> RunStream | GuidanceStream:
         run = parse_run_input(raw)
         cwd = resolve_cwd(run.props.cwd, self.settings.allowed_cwds)
         if run.props.active_guidance:

@@ -37,6 +37,7 @@ class Settings:
     max_request_bytes: int = 12 * MIB
     max_cancel_bytes: int = 64 * 1024
     max_active_runs_per_worker: int = 800
+    max_thread_streams_per_worker: int = 16  # thread back-end only: a host thread + a pump thread each
     idle_shutdown_s: float = 0.0
     state_retention_days: float = 30.0
     metrics_enabled: bool = True

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,31 +19,14 @@ from typing import Any
 import requests
 
 from agui_bridge.demo.testing import free_port
+from agui_bridge.testing import run_input
 from tests.agui_checks import assert_valid_agui_stream, parse_sse
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_body(
-    thread_id: str,
-    text: str,
-    cwd: Path | str,
-    *,
-    run_id: str | None = None,
-    ros_invocation_id: str = "invocation-1",
-    **props: Any,
-) -> dict[str, Any]:
-    """A minimal RunAgentInput as the protocol reference shows it."""
-    iac: dict[str, Any] = {"schemaVersion": 1, "rosInvocationId": ros_invocation_id, "cwd": str(cwd), **props}
-    return {
-        "threadId": thread_id,
-        "runId": run_id or f"run-{uuid.uuid4()}",
-        "state": {},
-        "messages": [{"id": f"message-{uuid.uuid4()}", "role": "user", "content": text}],
-        "tools": [],
-        "context": [],
-        "forwardedProps": {"iacCode": iac},
-    }
+#: A minimal RunAgentInput as the protocol reference shows it: the same builder users get.
+run_body = run_input
 
 
 def new_thread_id() -> str:
@@ -205,3 +190,169 @@ def read_sse_until(
 
 def dump(events: list[dict[str, Any]]) -> str:
     return json.dumps(events, indent=1)[:4000]
+
+
+# --------------------------------------------------------------------------------------------- other WSGI hosts
+
+#: The hosts `WsgiHost` can start, each with the app on the thread back-end.
+WSGI_HOSTS = ("gthread", "waitress", "uwsgi", "apache")
+HOST_THREADS = 8
+
+
+class WsgiHost(BridgeServer):
+    """`wsgi:app` on a WSGI host other than gunicorn+gevent: one process, HOST_THREADS threads.
+
+    Settings reach the app through the documented IAC_CODE_AGUI_* environment (create_app reads it),
+    as in the recipes of deploy/README.md; `env` adds or overrides variables.
+    """
+
+    def __init__(
+        self, kind: str, a2a_url: str, a2a_token: str | None, state_dir: Path, allowed_root: Path, **env: str
+    ) -> None:
+        super().__init__(a2a_url, a2a_token, state_dir, allowed_root)
+        self.kind = kind
+        self.env = env
+        self.log_path = state_dir.parent / f"{kind}-{self.port}.log"
+
+    def post(self, body: dict[str, Any], **kwargs: Any) -> requests.Response:
+        """Streaming POST with the client bearer token when the host has one (IAC_CODE_AGUI_AUTH_TOKEN)."""
+        token = self.env.get("IAC_CODE_AGUI_AUTH_TOKEN")
+        if token:
+            kwargs["headers"] = {"Authorization": f"Bearer {token}", **kwargs.get("headers", {})}
+        return super().post(body, **kwargs)
+
+    def post_json(self, body: dict[str, Any]) -> requests.Response:
+        """POST and read the whole (pre-stream error or short stream) response."""
+        with self.post(body) as response:
+            response.content  # noqa: B018 - read it all before the connection goes back
+            return response
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
+        env["AGUI_BRIDGE_ENV_FILE"] = os.devnull  # deploy/apache/agui-bridge.wsgi: only this environment
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        env.update(
+            IAC_CODE_AGUI_HOST="127.0.0.1",
+            IAC_CODE_AGUI_PORT=str(self.port),
+            IAC_CODE_AGUI_WORKERS="1",
+            IAC_CODE_AGUI_A2A_URL=str(self.a2a_url),
+            IAC_CODE_AGUI_STATE_DIR=str(self.state_dir),
+            IAC_CODE_AGUI_ALLOWED_CWDS=str(self.allowed_root),
+        )
+        if self.a2a_token:
+            env["IAC_CODE_AGUI_A2A_TOKEN"] = self.a2a_token
+        env.update(self.env)
+        return env
+
+    def command(self) -> list[str]:
+        bin_dir = Path(sys.executable).parent
+        if self.kind == "gthread":
+            return [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn-gthread.conf.py",
+                    "--threads", str(HOST_THREADS), "wsgi:app"]  # fmt: skip
+        if self.kind == "waitress":
+            return [sys.executable, "-m", "waitress", f"--listen=127.0.0.1:{self.port}",
+                    f"--threads={HOST_THREADS}", "wsgi:app"]  # fmt: skip
+        if self.kind == "waitress-drain":
+            return [sys.executable, "deploy/waitress_serve.py", "--threads", str(HOST_THREADS)]
+        if self.kind == "uwsgi":
+            return [str(bin_dir / "uwsgi"), "--ini", "deploy/uwsgi.ini", "--processes", "1",
+                    "--threads", str(HOST_THREADS)]  # fmt: skip
+        if self.kind == "apache":
+            return [apache_binary(), "-f", str(self.apache_config()), "-DFOREGROUND"]
+        raise ValueError(self.kind)
+
+    def apache_config(self) -> Path:
+        """A minimal httpd.conf around the shipped site file, everything in a directory of this server's own."""
+        run = self.state_dir.parent / f"apache-{self.port}"
+        run.mkdir(mode=0o755, exist_ok=True)
+        modules = Path(apache_module_dir())
+        site_packages = next(Path(sys.prefix).glob("lib/python3*/site-packages"))
+        lines = [
+            f"ServerRoot {run}", "ServerName localhost", f"PidFile {run}/httpd.pid", f"ErrorLog {run}/error.log",
+            "LogLevel warn", f"DefaultRuntimeDir {run}", f"Mutex file:{run} default",
+            *(f"LoadModule {name}_module {modules}/mod_{name}.so" for name in
+              ("mpm_event", "authz_core", "authz_host", "env")),
+            f"LoadModule wsgi_module {mod_wsgi_path()}",
+            f"WSGISocketPrefix {run}/wsgi",
+            f"Define AGUI_BRIDGE_HOME {REPO_ROOT}", f"Define AGUI_BRIDGE_SITE_PACKAGES {site_packages}",
+            f"Define AGUI_BRIDGE_PORT {self.port}", "Define AGUI_BRIDGE_PROCESSES 1",
+            f"Define AGUI_BRIDGE_THREADS {HOST_THREADS}",
+            f"Include {REPO_ROOT}/deploy/apache/agui-bridge.conf",
+        ]  # fmt: skip
+        if os.geteuid() == 0:  # httpd refuses to serve as root: its children and the daemon become nobody
+            lines[1:1] = [f"User {APACHE_USER}", f"Group #{pwd.getpwnam(APACHE_USER).pw_gid}"]
+        config = run / "httpd.conf"
+        config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return config
+
+    def stop(self, sig: int = signal.SIGTERM, *, group: bool = True) -> None:
+        if self.kind == "apache" and self.process is not None:
+            error_log = self.state_dir.parent / f"apache-{self.port}" / "error.log"
+            if error_log.exists():
+                with self.log_path.open("ab") as log:
+                    log.write(error_log.read_bytes())
+        super().stop(sig, group=group)
+
+    def start(self) -> WsgiHost:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.command(), cwd=REPO_ROOT, env=self.environment(), stdout=log, stderr=log, start_new_session=True
+        )
+        self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.kind} exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if requests.get(self.url + "health", timeout=0.5).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{self.kind} did not become ready: {self.log_path.read_text()[-3000:]}")
+
+
+# --------------------------------------------------------------------------------------------- Apache httpd
+
+APACHE_USER = "nobody"
+
+
+def apache_binary() -> str:
+    return os.environ.get("AGUI_APACHE2") or shutil.which("apache2") or "/usr/sbin/apache2"
+
+
+def mod_wsgi_path() -> str:
+    return os.environ.get("AGUI_MOD_WSGI") or "/usr/lib/apache2/modules/mod_wsgi.so"
+
+
+def apache_module_dir() -> str:
+    return str(Path(mod_wsgi_path()).parent)
+
+
+def apache_unavailable() -> str | None:
+    """Why the Apache tests cannot run here (None: they can). mod_wsgi embeds the python it was built
+    for, so it can load our venv's packages only if that python has the same minor version."""
+    if not Path(apache_binary()).exists() or not Path(mod_wsgi_path()).exists():
+        return "Apache httpd or mod_wsgi is not installed (bash scripts/install-apache)"
+    linked = subprocess.run(["ldd", mod_wsgi_path()], capture_output=True, text=True, check=False).stdout
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if f"libpython{version}.so" not in linked:
+        return f"mod_wsgi is built for another python than this venv's {version}"
+    if os.geteuid() == 0:
+        try:
+            user = pwd.getpwnam(APACHE_USER)
+        except KeyError:
+            return f"no user {APACHE_USER} for httpd's children"
+        site_packages = next(Path(sys.prefix).glob("lib/python3*/site-packages"))
+        needed = [REPO_ROOT / "deploy/apache/agui-bridge.wsgi", REPO_ROOT / "agui_bridge/__init__.py",
+                  site_packages / "flask/__init__.py"]  # fmt: skip
+        as_user = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "test", "-r"]
+        for path in needed:
+            if subprocess.run([*as_user, str(path)], check=False).returncode != 0:
+                return f"{path} is not readable by {APACHE_USER}, whom httpd's children run as"
+    return None

@@ -1,66 +1,56 @@
-"""Fixtures shared by every test layer.
+"""Fixtures shared by every test layer, built on the project's own pytest plugin (`agui_bridge.testing`).
 
-The demo A2A agent runs once per session in a subprocess (real a2a-sdk server over real HTTP).
-In-process tests use the thread back-end (the legacy-WSGI path); e2e tests run gunicorn with
-gevent workers (the production path), so both back-ends are covered.
+The plugin (loaded through its `pytest11` entry point, exactly as a user's project loads it) runs the
+demo A2A agent once per session in a subprocess (real a2a-sdk server over real HTTP) with a random
+token, and builds the in-process app on the thread back-end (the legacy-WSGI path); the names below are
+the project's historical aliases. e2e tests run gunicorn with gevent workers (the production path) and
+the other WSGI hosts (tests/e2e/test_hosts_*.py), so both back-ends are covered.
 """
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from agui_bridge.app import create_app
-from agui_bridge.demo.testing import running_demo_agent
 from agui_bridge.settings import Settings
+from agui_bridge.testing import AguiClient, Upstream
 from tests.conftest_conformance import *  # noqa: F403
 
 
 @pytest.fixture(scope="session")
-def demo_token() -> str:
-    return "demo-" + secrets.token_urlsafe(16)
+def demo_token(agui_a2a: Upstream) -> str:
+    assert agui_a2a.token, "the project's tests run the demo agent with bearer auth on"
+    return agui_a2a.token
 
 
 @pytest.fixture(scope="session")
-def demo_url(demo_token: str) -> Iterator[str]:
-    with running_demo_agent(demo_token) as url:
-        yield url
+def demo_url(agui_a2a: Upstream) -> str:
+    return agui_a2a.url
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
+def workspace(agui_workspace: Path) -> Path:
+    return agui_workspace
 
 
 @pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    return tmp_path / "state"
+def state_dir(agui_state_dir: Path) -> Path:
+    return agui_state_dir
 
 
 @pytest.fixture
-def settings(tmp_path: Path, state_dir: Path, demo_url: str, demo_token: str) -> Settings:
-    return Settings(
-        state_dir=state_dir,
-        a2a_url=demo_url,
-        a2a_token=demo_token,
-        allowed_cwds=(tmp_path,),
-        runtime_backend="threads",
-        heartbeat_interval_s=15.0,
-    )
+def settings(agui_settings: Settings) -> Settings:
+    return agui_settings
 
 
 @pytest.fixture
-def app(settings: Settings) -> Flask:
-    return create_app(settings)
+def app(agui_app: Flask) -> Flask:
+    return agui_app
 
 
 @pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
+def client(agui_client: AguiClient) -> FlaskClient:
+    return agui_client.flask

@@ -1,0 +1,51 @@
+"""python deploy/waitress_serve.py [--threads 16]: waitress serving wsgi:app, with the bridge's drain on SIGTERM.
+
+waitress has no graceful stop: on a signal it closes every connection at once, leaving A2A tasks running.
+This launcher drains first, as gunicorn's hooks do: new runs get 503, active streams get
+`graceful_timeout - 10 s` to end, the rest end with RUN_ERROR CANCELLED and their A2A tasks are cancelled;
+then waitress stops. It also starts the hourly retention sweep (and --idle-shutdown) that gunicorn's hook
+starts. Settings come from the IAC_CODE_AGUI_* environment (HOST, PORT, GRACEFUL_TIMEOUT, ...); the stream
+cap defaults to `threads - 2`.
+"""
+
+import argparse
+import os
+import signal
+import threading
+import time
+
+from waitress import create_server
+
+from agui_bridge import create_app
+
+DRAIN_MARGIN_S = 10  # as agui_bridge.gunicorn_config
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=16, help="waitress threads (streams + 2)")
+    threads = parser.parse_args().threads
+    os.environ.setdefault("IAC_CODE_AGUI_MAX_THREAD_STREAMS", str(max(1, threads - 2)))
+    app = create_app()
+    service = app.extensions["agui_bridge"]
+    host = os.environ.get("IAC_CODE_AGUI_HOST", "127.0.0.1")
+    port = int(os.environ.get("IAC_CODE_AGUI_PORT", "8000"))
+    graceful_s = float(os.environ.get("IAC_CODE_AGUI_GRACEFUL_TIMEOUT", "30"))
+    server = create_server(app, host=host, port=port, threads=threads)
+
+    def drain_then_stop() -> None:
+        service.drain(max(0.0, graceful_s - DRAIN_MARGIN_S))
+        time.sleep(0.5)  # let waitress write the terminal events out
+        os.kill(os.getpid(), signal.SIGINT)  # waitress's loop ends on KeyboardInterrupt and closes
+
+    def on_term(_sig: int, _frame: object) -> None:
+        if not service.draining:
+            threading.Thread(target=drain_then_stop, name="drain", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_term)
+    service.start_maintenance(lambda: os.kill(os.getpid(), signal.SIGTERM))
+    server.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -10,8 +10,10 @@ import sys
 import threading
 import traceback
 
-from agui_bridge.gunicorn_config import *  # noqa: F403
-from agui_bridge.gunicorn_config import drain_worker
+from agui_bridge.gunicorn_config import config_from_environment, drain_worker
+
+# The validated IAC_CODE_AGUI_* settings, as for gevent; the gevent-only parts are replaced below.
+globals().update({k: v for k, v in config_from_environment().items() if k != "worker_connections"})
 
 worker_class = "gthread"
 threads = 16

@@ -14,15 +14,16 @@ from collections.abc import Callable
 from typing import Any
 
 from agui_bridge.a2a.client import A2AClient
-from agui_bridge.a2a.signals import A2AError
+from agui_bridge.a2a.errors import A2AError
 from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
 from agui_bridge.runs.admission import admit_guidance, admit_run
 from agui_bridge.runs.cancel import cancel_execution
+from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.digest import request_digest
 from agui_bridge.runs.guidance import GuidanceStream
 from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
 from agui_bridge.runs.registry import PROCESS_RUNS, TrackedRun
-from agui_bridge.runs.stream import RunStream, StreamDeps
+from agui_bridge.runs.stream import RunStream
 from agui_bridge.runs.workspace import resolve_cwd
 from agui_bridge.runtime import Runtime
 from agui_bridge.settings import Settings

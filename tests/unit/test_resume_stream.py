@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from agui_bridge.a2a.client import check_restore_reply
 from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, unwrap
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.stream import RunStream, StreamDeps
@@ -111,9 +112,9 @@ class ScriptedA2A:
             raise item
         return item  # type: ignore[no-any-return]
 
-    def ensure_restored(self, cwd: str, session_id: str, task_id: str) -> tuple[int, object]:
+    def ensure_restored(self, cwd: str, session_id: str, task_id: str) -> None:
         self.calls.append(("ensure-restored", session_id))
-        return self.restored
+        check_restore_reply(*self.restored)  # the scripted HTTP reply, read as the real client reads it
 
     def cancel_task(self, task_id: str) -> None:
         self.calls.append(("CancelTask", task_id))

@@ -37,7 +37,7 @@ from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.wire.events import now_ms
 
 PROTOCOL_PACKAGE_VERSION = "1.0.0"
-#: The retention sweep (D8) runs about hourly in every worker; the lock makes that harmless.
+#: The retention sweep (docs/design.md#retention) runs about hourly in every worker; the lock makes that harmless.
 SWEEP_INTERVAL_S = 3600.0
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class BridgeService:
         self.last_activity = time.monotonic()
 
     def start_maintenance(self, request_exit: Callable[[], None]) -> None:
-        """The hourly retention sweep and, if configured, the idle-shutdown monitor (9.3)."""
+        """The hourly retention sweep and, if configured, the idle-shutdown monitor (docs/design.md#idle-shutdown)."""
         self.runtime.spawn(self._maintain, request_exit, name="maintenance")
 
     def is_idle(self) -> bool:
@@ -171,7 +171,7 @@ class BridgeService:
             self.runtime.sleep(min(1.0, interval_s))
 
     def drain(self, wait_s: float) -> int:
-        """Graceful shutdown (stack-notes 2.7): refuse new runs, give active ones `wait_s` to end on
+        """Graceful shutdown (docs/design.md#shutdown-drain): refuse new runs, give active ones `wait_s` to end on
         their own, then stop the rest with RUN_ERROR (their A2A tasks cancelled). Returns how many
         runs had to be stopped."""
         self.draining = True
@@ -225,7 +225,7 @@ class BridgeService:
         return stream
 
     def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> dict[str, str]:
-        """The cancellation extension; A2A failures are a 503, never a 500 (D5)."""
+        """The cancellation extension; A2A failures are a 503, never a 500 (docs/design.md#decision-no-500)."""
 
         def cancel_task(task_id: str) -> None:
             try:

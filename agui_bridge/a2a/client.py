@@ -69,7 +69,7 @@ class A2AStream:
             raise A2ATransportError(f"A2A stream broke: {type(exc).__name__}") from exc
 
     def abort(self) -> None:
-        """Wake a reader blocked in recv() from another thread, then close (stack-notes 2.2)."""
+        """Wake a reader blocked in recv() from another thread, then close (docs/design.md#runtime-backends)."""
         try:
             sock = self._response.raw._connection.sock  # type: ignore[union-attr]
             if sock is not None:

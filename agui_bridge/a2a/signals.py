@@ -1,7 +1,7 @@
 """Typed view of one A2A JSON-RPC payload (pure): result unwrapping, state, iac-code metadata.
 
-A JSON-RPC error is recognised on every call (D4) and never mistaken for a task: its request id
-is not a task id.
+A JSON-RPC error is recognised on every call and never mistaken for a task: its request id is not a
+task id (docs/design.md#decision-jsonrpc-errors-on-every-call).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.digest import request_digest
 from agui_bridge.runs.guidance import GuidanceStream
-from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
+from agui_bridge.runs.observer import NULL_OBSERVER, Outcome, RunObserver
 from agui_bridge.runs.registry import PROCESS_RUNS, TrackedRun
 from agui_bridge.runs.stream import RunStream
 from agui_bridge.runs.workspace import resolve_cwd
@@ -79,7 +79,7 @@ class BridgeService:
     def active_runs(self) -> int:
         return self._active
 
-    def _on_run_end(self, stream: TrackedRun, outcome: str) -> None:
+    def _on_run_end(self, stream: TrackedRun, outcome: Outcome) -> None:
         """A stream ended (its lease, if any, is already released): forget it and any cancel marker
         left for it, so no marker outlives its run (the canceller removes one written later)."""
         with self._active_lock:

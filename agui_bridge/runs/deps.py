@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agui_bridge.a2a.client import A2AClient
-from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
+from agui_bridge.runs.observer import NULL_OBSERVER, Outcome, RunObserver
 from agui_bridge.runs.registry import TrackedRun
 from agui_bridge.runtime import Runtime
 from agui_bridge.settings import Settings
@@ -20,7 +20,7 @@ class StreamDeps:
     client: A2AClient
     runtime: Runtime
     #: Called once when a stream has ended, with the stream and its outcome (the service unregisters it).
-    on_run_end: Callable[[TrackedRun, str], None] | None = None
+    on_run_end: Callable[[TrackedRun, Outcome], None] | None = None
     observer: RunObserver = NULL_OBSERVER
 
 

@@ -150,6 +150,6 @@ class GuidanceStream:
         self._cleaned = True
         if self._pump is not None:
             self._pump.stop()
-        self._deps.observer.run_ended(str(self.outcome), time.monotonic() - self._started_at)
+        self._deps.observer.run_ended(self.outcome, time.monotonic() - self._started_at)
         if self._deps.on_run_end is not None:
-            self._deps.on_run_end(self, str(self.outcome))
+            self._deps.on_run_end(self, self.outcome)

@@ -255,9 +255,9 @@ class RunStream:
                 "duration_ms": int(duration_s * 1000),
             },
         )
-        self._observer.run_ended(str(outcome), duration_s)
+        self._observer.run_ended(outcome, duration_s)
         if self._deps.on_run_end is not None:
-            self._deps.on_run_end(self, str(outcome))
+            self._deps.on_run_end(self, outcome)
 
 
 __all__ = ["ErrorCode", "RunStream", "StreamDeps"]

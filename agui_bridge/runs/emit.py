@@ -26,7 +26,8 @@ class FrameSink(Protocol):
 class Emitter:
     def __init__(self, observer: RunObserver, sink: FrameSink | None = None) -> None:
         self._observer = observer
-        self._sink = sink
+        #: Offered every frame from now on; may be set before the stream is iterated.
+        self.sink = sink
         #: How many events were emitted so far: the position of the last one.
         self.position = 0
 
@@ -37,8 +38,8 @@ class Emitter:
         for event in events:
             self.position += 1
             data = encode_event(event)
-            if self._sink is not None:
-                self._sink.frame(self.position, event, data)
+            if self.sink is not None:
+                self.sink.frame(self.position, event, data)
             frames.append(data)
         return b"".join(frames)
 

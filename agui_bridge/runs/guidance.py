@@ -58,8 +58,8 @@ class GuidanceStream:
         self._pump: Pump | None = None
         self._started_at = time.monotonic()
         self._cleaned = False
-        self._emitter = Emitter(deps.observer)
-        self._pacer = Pacer(deps.runtime, deps.settings.heartbeat_interval_s, self._emitter.heartbeat)
+        self.emitter = Emitter(deps.observer)  # every event this stream shows passes through it
+        self._pacer = Pacer(deps.runtime, deps.settings.heartbeat_interval_s, self.emitter.heartbeat)
         self._outcome: Outcome | None = None
         self.client_socket: Any = None  # set by the service: the socket whose write deadline it set
         deps.observer.run_started()
@@ -96,12 +96,12 @@ class GuidanceStream:
         self._conclude(Outcome.ERROR)
         message = error.raw_message or translate(error.message_key, self._language, **error.params)
         ticket = self._ticket
-        return self._emitter.events([ev.run_error(ticket.thread_id, ticket.run_id, str(error.code), message, [])])
+        return self.emitter.events([ev.run_error(ticket.thread_id, ticket.run_id, str(error.code), message, [])])
 
     def _events(self) -> Iterator[bytes]:
         ticket = self._ticket
         bind_log_context(thread_id=ticket.thread_id, run_id=ticket.run_id)
-        emit = self._emitter.events
+        emit = self.emitter.events
         try:
             yield emit([ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id)])
             try:

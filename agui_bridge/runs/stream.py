@@ -73,7 +73,7 @@ class RunStream:
             ticket, ledger, self._end, projector, pipeline,
             client=deps.client, observer=observer, interrupt_ttl_s=settings.interrupt_ttl_s,
         )  # fmt: skip
-        self.emitter = Emitter(observer)
+        self.emitter = Emitter(observer)  # every event this run shows passes through it (a recorder's seam)
         self._pacer = Pacer(deps.runtime, settings.heartbeat_interval_s, self.emitter.heartbeat)
         self._pump: Pump | None = None
         self._generator: Iterator[bytes] | None = None

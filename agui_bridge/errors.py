@@ -5,7 +5,7 @@ default message, so web handlers and the stream renderer never need a lookup tab
 
     BridgeError
     ├── Unauthorized                 401 UNAUTHORIZED
-    ├── HostNotAllowed               403 HOST_NOT_ALLOWED       (no token and a non-loopback Host, D16)
+    ├── HostNotAllowed               403 HOST_NOT_ALLOWED       (no token and a non-loopback Host)
     ├── UnsupportedMediaType         415 UNSUPPORTED_MEDIA_TYPE
     ├── RequestTooLarge              413 REQUEST_TOO_LARGE
     ├── InvalidJson                  400 INVALID_JSON
@@ -63,7 +63,8 @@ class BridgeError(Exception):
     """Base of every error the bridge reports to a client.
 
     `message_key` names an entry of the i18n catalogue; `raw_message` is a server-provided text that
-    is passed through untranslated (behaviour.md 1.7); `field` is a JSON Pointer (D3).
+    is passed through untranslated (docs/design.md#error-envelope); `field` is a JSON Pointer
+    (docs/design.md#decision-field-specific-errors).
     """
 
     code: ClassVar[ErrorCode] = ErrorCode.A2A_UNAVAILABLE

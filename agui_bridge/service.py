@@ -14,15 +14,16 @@ from collections.abc import Callable
 from typing import Any
 
 from agui_bridge.a2a.client import A2AClient
-from agui_bridge.a2a.signals import A2AError
+from agui_bridge.a2a.errors import A2AError
 from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
 from agui_bridge.runs.admission import admit_guidance, admit_run
 from agui_bridge.runs.cancel import cancel_execution
+from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.digest import request_digest
 from agui_bridge.runs.guidance import GuidanceStream
-from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
+from agui_bridge.runs.observer import NULL_OBSERVER, Outcome, RunObserver
 from agui_bridge.runs.registry import PROCESS_RUNS, TrackedRun
-from agui_bridge.runs.stream import RunStream, StreamDeps
+from agui_bridge.runs.stream import RunStream
 from agui_bridge.runs.workspace import resolve_cwd
 from agui_bridge.runtime import Runtime
 from agui_bridge.settings import Settings
@@ -36,7 +37,7 @@ from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.wire.events import now_ms
 
 PROTOCOL_PACKAGE_VERSION = "1.0.0"
-#: The retention sweep (D8) runs about hourly in every worker; the lock makes that harmless.
+#: The retention sweep (docs/design.md#retention) runs about hourly in every worker; the lock makes that harmless.
 SWEEP_INTERVAL_S = 3600.0
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class BridgeService:
     def active_runs(self) -> int:
         return self._active
 
-    def _on_run_end(self, stream: TrackedRun, outcome: str) -> None:
+    def _on_run_end(self, stream: TrackedRun, outcome: Outcome) -> None:
         """A stream ended (its lease, if any, is already released): forget it and any cancel marker
         left for it, so no marker outlives its run (the canceller removes one written later)."""
         with self._active_lock:
@@ -93,7 +94,7 @@ class BridgeService:
         self.last_activity = time.monotonic()
 
     def start_maintenance(self, request_exit: Callable[[], None]) -> None:
-        """The hourly retention sweep and, if configured, the idle-shutdown monitor (9.3)."""
+        """The hourly retention sweep and, if configured, the idle-shutdown monitor (docs/design.md#idle-shutdown)."""
         self.runtime.spawn(self._maintain, request_exit, name="maintenance")
 
     def is_idle(self) -> bool:
@@ -171,7 +172,7 @@ class BridgeService:
             self.runtime.sleep(min(1.0, interval_s))
 
     def drain(self, wait_s: float) -> int:
-        """Graceful shutdown (stack-notes 2.7): refuse new runs, give active ones `wait_s` to end on
+        """Graceful shutdown (docs/design.md#shutdown-drain): refuse new runs, give active ones `wait_s` to end on
         their own, then stop the rest with RUN_ERROR (their A2A tasks cancelled). Returns how many
         runs had to be stopped."""
         self.draining = True
@@ -240,7 +241,7 @@ class BridgeService:
         return stream
 
     def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> dict[str, str]:
-        """The cancellation extension; A2A failures are a 503, never a 500 (D5)."""
+        """The cancellation extension; A2A failures are a 503, never a 500 (docs/design.md#decision-no-500)."""
 
         def cancel_task(task_id: str) -> None:
             try:

@@ -2,8 +2,11 @@
 
 One `requests.Session` per process, created after fork, blind to proxy variables and netrc, with a
 pool large enough for every open stream plus the unary calls made while streams are open
-(a2a-wire-notes 4.7). Streams use a (connect, read) timeout whose read part exceeds the kernel's
-15 s `: ping`, so long silent turns survive while a dead peer is still noticed.
+(docs/design.md#a2a-transport). Streams use a (connect, read) timeout whose read part exceeds the
+kernel's 15 s `: ping`, so long silent turns survive while a dead peer is still noticed.
+
+Every failure leaves this module as one of the typed errors of `a2a/errors.py`; replies of the
+iac-code HTTP extensions are parsed here, so callers see a result or a typed error, never a status.
 """
 
 from __future__ import annotations
@@ -19,7 +22,15 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from agui_bridge import tracing
-from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, decode_message, unwrap
+from agui_bridge.a2a.errors import (
+    BACKUP_NOT_READY,
+    A2ABackupNotReady,
+    A2ABadReply,
+    A2ARpcError,
+    A2ASessionNotFound,
+    A2ATransportError,
+)
+from agui_bridge.a2a.signals import A2AEvent, decode_message, unwrap
 from agui_bridge.a2a.sse_parser import SseParser
 from agui_bridge.loopback import normalise_upstream_url
 
@@ -58,7 +69,7 @@ class A2AStream:
             raise A2ATransportError(f"A2A stream broke: {type(exc).__name__}") from exc
 
     def abort(self) -> None:
-        """Wake a reader blocked in recv() from another thread, then close (stack-notes 2.2)."""
+        """Wake a reader blocked in recv() from another thread, then close (docs/design.md#runtime-backends)."""
         try:
             sock = self._response.raw._connection.sock  # type: ignore[union-attr]
             if sock is not None:
@@ -124,11 +135,11 @@ class A2AClient:
             try:
                 payload = json.loads(response.content)
             except ValueError as exc:
-                raise A2ATransportError("A2A answered with a body that is not JSON") from exc
+                raise A2ABadReply("A2A answered with a body that is not JSON") from exc
             finally:
                 response.close()
             unwrap(payload)  # raises A2ARpcError for an error object
-            raise A2ATransportError("A2A answered a streaming call without a stream")
+            raise A2ABadReply("A2A answered a streaming call without a stream")
         return A2AStream(response)
 
     @tracing.traced(_rpc_span, _rpc_attributes, client=True)
@@ -149,7 +160,7 @@ class A2AClient:
         try:
             payload = response.json()
         except ValueError as exc:
-            raise A2ATransportError("A2A answered with a body that is not JSON") from exc
+            raise A2ABadReply("A2A answered with a body that is not JSON") from exc
         return unwrap(payload)
 
     def cancel_task(self, task_id: str) -> A2AEvent:
@@ -162,8 +173,9 @@ class A2AClient:
         return self.call("SendMessage", params, long=True)
 
     @tracing.traced("a2a.ensure-restored", client=True)
-    def ensure_restored(self, cwd: str, session_id: str, task_id: str) -> tuple[int, object]:
-        """`POST <base>iac-code/session/ensure-restored` (behaviour.md 4.4): (HTTP status, JSON body or None)."""
+    def ensure_restored(self, cwd: str, session_id: str, task_id: str) -> None:
+        """`POST <base>iac-code/session/ensure-restored`: returns once the session is loaded, else raises
+        (docs/design.md#session-restore)."""
         try:
             response = self._session.post(
                 self.base_url + ENSURE_RESTORED_PATH,
@@ -177,11 +189,11 @@ class A2AClient:
             body: object = response.json()
         except ValueError:
             body = None
-        return response.status_code, body
+        check_restore_reply(response.status_code, body)
 
     @tracing.traced("a2a.pipeline-state", client=True)
     def pipeline_state(self, task_id: str, after_sequence: int) -> object | None:
-        """`GET <base>iac-code/pipeline/state` (behaviour.md 4.5): the JSON body, or None on 404."""
+        """`GET <base>iac-code/pipeline/state` (docs/design.md#pipeline-catch-up): the JSON body, or None on 404."""
         try:
             response = self._session.get(
                 self.base_url + PIPELINE_STATE_PATH,
@@ -198,11 +210,28 @@ class A2AClient:
         try:
             body: object = response.json()
         except ValueError as exc:
-            raise A2ATransportError("A2A answered with a body that is not JSON") from exc
+            raise A2ABadReply("A2A answered with a body that is not JSON") from exc
         return body
 
     def close(self) -> None:
         self._session.close()
 
 
-__all__ = ["A2AClient", "A2ARpcError", "A2AStream", "A2ATransportError"]
+def check_restore_reply(status: int, body: object) -> None:
+    """An `ensure-restored` reply (docs/design.md#session-restore): return if the session is loaded.
+
+    404 is `A2ASessionNotFound`; 409 `SESSION_BACKUP_NOT_READY` is `A2ABackupNotReady` with the kernel's
+    message; any other status, or a 200 with another `status`, is `A2ABadReply`.
+    """
+    if status == 200 and isinstance(body, dict) and body.get("status") in ("current", "restored"):
+        return
+    if status == 404:
+        raise A2ASessionNotFound("the iac-code session is unknown to the kernel")
+    error = body.get("error") if isinstance(body, dict) else None
+    if status == 409 and isinstance(error, dict) and error.get("code") == BACKUP_NOT_READY:
+        message = error.get("message")
+        raise A2ABackupNotReady(message if isinstance(message, str) and message else None)
+    raise A2ABadReply(f"A2A answered the session restore with HTTP {status}")
+
+
+__all__ = ["A2AClient", "A2ARpcError", "A2AStream", "A2ATransportError", "check_restore_reply"]

@@ -1,6 +1,6 @@
-"""Outbound A2A 1.0 messages and `metadata.iac_code` (pure; behaviour.md 2.2 and 4.2).
+"""Outbound A2A 1.0 messages and `metadata.iac_code` (pure; docs/design.md#a2a-metadata-written).
 
-Credentials come from the current request on every call and are never stored (8.2).
+Credentials come from the current request on every call and are never stored (docs/design.md#state-document).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def user_message(
 
 
 def permission_answer_part(task_id: str, input_id: str, tool_use_id: str, decision: str) -> dict[str, Any]:
-    """The six-key permission answer data part (behaviour.md 4.2; A2A rejects any other key)."""
+    """The six-key permission answer data part (docs/design.md#a2a-metadata-written; A2A rejects any other key)."""
     return {
         "data": {
             "schemaVersion": 1,
@@ -91,7 +91,7 @@ def send_params(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def session_id_of(iac: dict[str, Any]) -> str | None:
-    """First non-empty iac-code session id of an event (behaviour.md 4.3)."""
+    """First non-empty iac-code session id of an event (docs/design.md#a2a-identities)."""
     sid = iac.get("iacCodeSessionId")
     if isinstance(sid, str) and sid:
         return sid

@@ -1,7 +1,7 @@
 """Typed view of one A2A JSON-RPC payload (pure): result unwrapping, state, iac-code metadata.
 
-A JSON-RPC error is recognised on every call (D4) and never mistaken for a task: its request id
-is not a task id.
+A JSON-RPC error is recognised on every call and never mistaken for a task: its request id is not a
+task id (docs/design.md#decision-jsonrpc-errors-on-every-call).
 """
 
 from __future__ import annotations
@@ -10,39 +10,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agui_bridge.a2a.errors import A2ABadReply, A2AError, A2ARpcError, A2ATransportError
 from agui_bridge.a2a.sse_parser import SseMessage
 
 _WRAPPERS = ("task", "statusUpdate", "artifactUpdate", "message")
 
 TERMINAL_STATES = frozenset({"completed", "failed", "rejected", "auth-required", "canceled"})
 ENDING_STATES = TERMINAL_STATES | {"input-required"}
-
-
-class A2AError(Exception):
-    """Base of upstream failures seen by the bridge."""
-
-
-class A2ATransportError(A2AError):
-    """Connection refused/reset, HTTP >= 400, timeouts, non-JSON bodies."""
-
-
-@dataclass
-class A2ARpcError(A2AError):
-    """A JSON-RPC error object returned by the kernel (HTTP 200, see a2a-wire-notes)."""
-
-    code: int
-    message: str
-    data: Any = None
-
-    def __post_init__(self) -> None:
-        super().__init__(f"JSON-RPC error {self.code}: {self.message}")
-
-    @property
-    def session_backup_not_ready(self) -> bool:
-        data = self.data
-        if isinstance(data, dict):
-            return data.get("code") == "SESSION_BACKUP_NOT_READY" or data.get("reason") == "SESSION_BACKUP_NOT_READY"
-        return "SESSION_BACKUP_NOT_READY" in self.message
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +59,9 @@ def rpc_error_from(payload: dict[str, Any]) -> A2ARpcError | None:
 
 
 def unwrap(payload: object) -> A2AEvent:
-    """Unwrap `{"result": {...}}` as behaviour.md 4.3 describes; raise A2ARpcError for errors."""
+    """Unwrap `{"result": {...}}` (docs/design.md#a2a-identities); raise A2ARpcError for errors."""
     if not isinstance(payload, dict):
-        raise A2ATransportError("A2A payload is not a JSON object")
+        raise A2ABadReply("A2A payload is not a JSON object")
     error = rpc_error_from(payload)
     if error is not None:
         raise error
@@ -127,7 +101,21 @@ def decode_message(message: SseMessage) -> A2AEvent:
     try:
         payload = json.loads(message.data)
     except ValueError as exc:
-        raise A2ATransportError("A2A stream record is not JSON") from exc
+        raise A2ABadReply("A2A stream record is not JSON") from exc
     if message.event == "error" and isinstance(payload, dict) and "error" not in payload:
         raise A2ARpcError(-32603, "A2A stream error")
     return unwrap(payload)
+
+
+__all__ = [
+    "ENDING_STATES",
+    "TERMINAL_STATES",
+    "A2AError",
+    "A2AEvent",
+    "A2ARpcError",
+    "A2ATransportError",
+    "decode_message",
+    "normalise_state",
+    "rpc_error_from",
+    "unwrap",
+]

@@ -1,4 +1,4 @@
-"""Admission of one POST / under the thread's file lock (behaviour.md 3.3 with D1, D6, D7).
+"""Admission of one POST / under the thread's file lock (docs/design.md#admission).
 
 Every decision re-reads the thread file under its lock; nothing in process memory decides whether a
 thread is busy, so N gunicorn workers behave like one process.
@@ -57,7 +57,7 @@ class RunTicket:
 
 
 def _reclaim_dead_lease(state: model.ThreadState, ticket_orphans: list[str]) -> None:
-    """A run whose owner died: cancel its task (after the lock) and retire its execution (D6)."""
+    """A run whose owner died: cancel its task (after the lock), retire its execution (docs/design.md#lease-reclaim)."""
     lease = state.active_run
     state.active_run = None
     if lease is None or lease.execution_id != state.execution.execution_id:
@@ -70,7 +70,10 @@ def _reclaim_dead_lease(state: model.ThreadState, ticket_orphans: list[str]) -> 
 
 
 def _drop_expired_pending(state: model.ThreadState, now_ms: int, expired_tasks: list[str]) -> bool:
-    """D1: a new run on a thread whose pending interrupts all expired cleans them up first."""
+    """A new run on a thread whose pending interrupts all expired cleans them up first.
+
+    (docs/design.md#interrupt-expiry)
+    """
     pending = state.execution.pending
     if not pending or any(p.expires_at_ms > now_ms for p in pending.values()):
         return False
@@ -185,7 +188,7 @@ class GuidanceTicket:
 
 @tracing.traced("agui.admission", _admission_attributes)
 def admit_guidance(store: ThreadStore, run: RunInput, *, cwd: str, digest: str, now_ms: int) -> GuidanceTicket:
-    """behaviour.md 3.3/3.6: no busy check, no lease, no rotation; only the run digest is recorded."""
+    """No busy check, no lease, no rotation; only the run digest is recorded (docs/design.md#guidance)."""
     try:
         if not store.exists(run.thread_id):
             raise ExecutionLost("execution_lost")  # refused before the lock: no lock file for it

@@ -1,4 +1,4 @@
-"""The cancellation extension (behaviour.md 7, D1, D5, D6): works from any worker and after a restart.
+"""The cancellation extension (docs/design.md#cancellation): works from any worker and after a restart.
 
 Ownership (threadId + rosInvocationId of the *current* execution) is checked before anything is sent
 to A2A. Then, in this order: the worker that streams the run is told (directly in this process, by a
@@ -44,7 +44,10 @@ class CancelTarget:
 
 
 def read_known_thread(store: ThreadStore, thread_id: str) -> model.ThreadState:
-    """The extensions' read: an unknown thread is 404 EXECUTION_NOT_FOUND, unreadable state 503 (D5)."""
+    """The extensions' read: an unknown thread is 404 EXECUTION_NOT_FOUND, unreadable state 503.
+
+    (docs/design.md#decision-no-500)
+    """
     try:
         state = store.read(thread_id)
     except StateError as exc:

@@ -1,4 +1,4 @@
-"""Request digests for run idempotency (behaviour.md 3.2): canonical JSON, Python number rules."""
+"""Request digests for run idempotency (docs/design.md#request-digest): canonical JSON, Python number rules."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""The stream of an active-guidance request (behaviour.md 3.6): send, validate, never project.
+"""The stream of an active-guidance request (docs/design.md#guidance): send, validate, never project.
 
 Guidance adds a user message to a Pipeline task that another run is streaming, so it must not touch
 that run: it holds no lease, writes no state, projects nothing and never cancels the task (not on
 error, not on disconnect). Events are only checked for identity and for a state that ends the task.
+It reads the kernel through the same pump, heartbeat and emitter as a run (`runs/pump.py`, `runs/emit.py`)
+and maps kernel failures the same way (`runs/failures.py`).
 """
 
 from __future__ import annotations
@@ -13,35 +15,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from agui_bridge import tracing
-from agui_bridge.a2a import messages as a2a_messages
-from agui_bridge.a2a.signals import A2AError, A2AEvent, A2ARpcError
-from agui_bridge.errors import (
-    A2AExecutionFailed,
-    A2AProtocolError,
-    A2AUnavailable,
-    BridgeError,
-    Cancelled,
-    SessionBackupNotReady,
-)
+from agui_bridge.a2a.errors import A2AError
+from agui_bridge.a2a.signals import A2AEvent
+from agui_bridge.errors import A2AExecutionFailed, A2AProtocolError, A2AUnavailable, BridgeError, Cancelled
 from agui_bridge.i18n import translate
 from agui_bridge.logs import bind_log_context
 from agui_bridge.runs.admission import GuidanceTicket
+from agui_bridge.runs.deps import StreamDeps
+from agui_bridge.runs.emit import Emitter
+from agui_bridge.runs.failures import bridge_error
 from agui_bridge.runs.observer import Outcome
-from agui_bridge.runs.stream import (
-    StreamDeps,
-    _pump,
-    _PumpFailed,
-    check_pump_alive,
-    last_user_message_id,
-    stop_reading,
-)
-from agui_bridge.runs.upstream import Upstream
-from agui_bridge.runtime import Empty, TaskHandle
-from agui_bridge.validation.content import user_message_parts
+from agui_bridge.runs.pump import Pacer, Pump, Signal, StopRequested
+from agui_bridge.runs.upstream import Upstream, user_message_params
 from agui_bridge.validation.run_input import RunInput
 from agui_bridge.wire import events as ev
-from agui_bridge.wire.events import Event
-from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_events
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +55,11 @@ class GuidanceStream:
         self._ticket = ticket
         self._run = run
         self._language = language
-        self._upstream: Upstream | None = None
-        self._pump: TaskHandle | None = None
+        self._pump: Pump | None = None
         self._started_at = time.monotonic()
         self._cleaned = False
-        self._stop_requested = False
-        self._queue: Any = None
+        self.emitter = Emitter(deps.observer)  # every event this stream shows passes through it
+        self._pacer = Pacer(deps.runtime, deps.settings.heartbeat_interval_s, self.emitter.heartbeat)
         self._outcome: Outcome | None = None
         self.client_socket: Any = None  # set by the service: the socket whose write deadline it set
         deps.observer.run_started()
@@ -94,12 +80,7 @@ class GuidanceStream:
 
     def request_stop(self) -> None:
         """Worker shutdown: end with RUN_ERROR CANCELLED; the task is left alone, as on a disconnect."""
-        self._stop_requested = True
-        if self._queue is not None:
-            try:
-                self._deps.runtime.queue_put(self._queue, None, 0)
-            except Exception:
-                log.debug("stop wake-up not queued", exc_info=True)
+        self._pacer.request_stop()
 
     def __iter__(self) -> Iterator[bytes]:
         ids = {"agui.thread_id": self._ticket.thread_id, "agui.run_id": self._ticket.run_id}
@@ -109,33 +90,30 @@ class GuidanceStream:
     def close(self) -> None:
         self._cleanup()
 
-    def _encode(self, events: list[Event]) -> bytes:
-        self._deps.observer.events(event["type"] for event in events)
-        return encode_events(events)
-
     def _error(self, error: BridgeError) -> bytes:
         if isinstance(error, Cancelled):
-            self._conclude(Outcome.SHUTDOWN if self._stop_requested else Outcome.CANCELLED)
+            self._conclude(Outcome.SHUTDOWN if self._pacer.stop_requested else Outcome.CANCELLED)
         self._conclude(Outcome.ERROR)
         message = error.raw_message or translate(error.message_key, self._language, **error.params)
-        return self._encode([ev.run_error(self._ticket.thread_id, self._ticket.run_id, str(error.code), message, [])])
+        ticket = self._ticket
+        return self.emitter.events([ev.run_error(ticket.thread_id, ticket.run_id, str(error.code), message, [])])
 
     def _events(self) -> Iterator[bytes]:
         ticket = self._ticket
         bind_log_context(thread_id=ticket.thread_id, run_id=ticket.run_id)
+        emit = self.emitter.events
         try:
-            yield self._encode([ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id)])
+            yield emit([ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id)])
             try:
                 yield from self._stream()
                 self._conclude(Outcome.SUCCESS)
-                yield self._encode([ev.run_finished(ticket.thread_id, ticket.run_id, {"type": "success"}, [])])
+                yield emit([ev.run_finished(ticket.thread_id, ticket.run_id, {"type": "success"}, [])])
+            except StopRequested:
+                yield self._error(Cancelled("server_shutdown"))
             except BridgeError as error:
                 yield self._error(error)
-            except A2ARpcError as exc:
-                backup = exc.session_backup_not_ready
-                yield self._error(SessionBackupNotReady() if backup else A2AUnavailable())
-            except A2AError:
-                yield self._error(A2AUnavailable())
+            except A2AError as exc:
+                yield self._error(bridge_error(exc))
             except Exception:
                 log.exception("AG-UI guidance run failed")
                 yield self._error(A2AUnavailable())
@@ -143,45 +121,35 @@ class GuidanceStream:
             self._cleanup()
 
     def _stream(self) -> Iterator[bytes]:
+        """Send the guidance and check every event until the send's stream ends."""
         ticket = self._ticket
         deps = self._deps
         settings = deps.settings
-        parts = user_message_parts(self._run.messages)
-        metadata = a2a_messages.iac_code_metadata(self._run.props, ticket.cwd, self._language)
-        message_id = last_user_message_id(self._run.messages)
-        message = a2a_messages.user_message(message_id, parts, metadata, ticket.context_id, ticket.task_id)
-        upstream = Upstream(deps.client).new_run(a2a_messages.send_params(message))
-        self._upstream = upstream
-        queue = deps.runtime.make_queue(settings.queue_maxsize)
-        self._queue = queue
-        self._pump = deps.runtime.spawn(
-            _pump, upstream, queue, deps.runtime, settings.client_stall_timeout_s,
-            name="guidance-pump", on_stop=upstream.abort,
-        )  # fmt: skip
+        params = user_message_params(
+            self._run, cwd=ticket.cwd, context_id=ticket.context_id, language=self._language, task_id=ticket.task_id
+        )
+        upstream = Upstream(deps.client).new_run(params)
+        pump = Pump(
+            deps.runtime, upstream, maxsize=settings.queue_maxsize, put_timeout_s=settings.client_stall_timeout_s
+        )
+        self._pump = pump
+        self._pacer.watch(pump.queue)
+        pump.start(name="guidance-pump")
         while True:
-            try:
-                item: Any = deps.runtime.queue_get(queue, settings.heartbeat_interval_s)
-            except Empty:
-                item = None
-                check_pump_alive(self._pump, queue, deps.runtime)
-            if self._stop_requested:
-                raise Cancelled("server_shutdown")
-            if item is None:
-                deps.observer.heartbeat()
-                yield HEARTBEAT_FRAME
-                continue
-            if isinstance(item, _PumpFailed):
-                raise item.error
-            if not isinstance(item, list):
-                return  # the end of the stream
-            for event in item:
-                check_event(event, ticket)
+            item = pump.get(self._pacer.wait_s())
+            if item is Signal.END:
+                return
+            if isinstance(item, list):
+                for event in item:
+                    check_event(event, ticket)
+            yield from self._pacer.tick()
 
     def _cleanup(self) -> None:
         if self._cleaned:
             return
         self._cleaned = True
-        stop_reading(self._pump, self._upstream)
-        self._deps.observer.run_ended(str(self.outcome), time.monotonic() - self._started_at)
+        if self._pump is not None:
+            self._pump.stop()
+        self._deps.observer.run_ended(self.outcome, time.monotonic() - self._started_at)
         if self._deps.on_run_end is not None:
-            self._deps.on_run_end(self, str(self.outcome))
+            self._deps.on_run_end(self, self.outcome)

@@ -1,4 +1,4 @@
-"""Durable commit points of a running stream (behaviour.md 8.5), each a locked read-modify-write.
+"""Durable commit points of a running stream (docs/design.md#commit-points), each a locked read-modify-write.
 
 Every write re-reads the thread file and checks that this run still holds the lease, so a run whose
 lease was reclaimed can never overwrite the thread it lost.
@@ -22,7 +22,7 @@ class RunLedger:
     def __init__(self, store: ThreadStore, ticket: RunTicket) -> None:
         self._store = store
         self._ticket = ticket
-        #: The run's Pipeline cursor and durable open steps, written at every write point (8.5).
+        #: The run's Pipeline cursor and durable open steps, written at every write point.
         self.pipeline_state: Callable[[], tuple[int, Iterable[str]]] | None = None
 
     def _update(self, mutate: Callable[[model.ThreadState], None], *, require_lease: bool = True) -> None:
@@ -49,7 +49,7 @@ class RunLedger:
         return state.execution.execution_id == self._ticket.execution_id
 
     def record_identity(self, task_id: str | None, session_id: str | None) -> None:
-        """First sight of the task and/or the iac-code session: one write for both (fail closed, 8.5)."""
+        """First sight of the task and/or the iac-code session: one write for both (fail closed)."""
 
         def mutate(state: model.ThreadState) -> None:
             if task_id is not None and self._same_execution(state):
@@ -69,7 +69,10 @@ class RunLedger:
         text_digests: Iterable[str],
         now_ms: int,
     ) -> None:
-        """Persist the pending interrupts and release the lease in one write (fail closed, D7)."""
+        """Persist the pending interrupts and release the lease in one write (fail closed).
+
+        (docs/design.md#interrupt-commit)
+        """
 
         def mutate(state: model.ThreadState) -> None:
             if not self._same_execution(state):
@@ -88,7 +91,10 @@ class RunLedger:
         self._update(mutate)
 
     def finish(self, now_ms: int, *, retire: bool) -> None:
-        """Release the lease (before the terminal event, D7) and retire a finished execution."""
+        """Release the lease (before the terminal event) and retire a finished execution.
+
+        (docs/design.md#decision-lease-release-before-terminal)
+        """
 
         def mutate(state: model.ThreadState) -> None:
             lease = state.active_run
@@ -101,7 +107,7 @@ class RunLedger:
         self._update(mutate, require_lease=False)
 
     def replace_pending(self, pending: dict[str, model.PendingInterrupt], now_ms: int) -> None:
-        """Persist the pending set reconciled with A2A's view of the task (6.3 step 9)."""
+        """Persist the pending set reconciled with A2A's view of the task (docs/design.md#resume-reconciliation)."""
 
         def mutate(state: model.ThreadState) -> None:
             if not self._same_execution(state):
@@ -112,7 +118,7 @@ class RunLedger:
         self._update(mutate)
 
     def accept_answers(self, digests: dict[str, str], now_ms: int) -> None:
-        """A2A accepted these answers: record their digests, drop them from pending (6.4, 6.7)."""
+        """A2A accepted these answers: record their digests, drop them from pending (docs/design.md#exactly-once)."""
 
         def mutate(state: model.ThreadState) -> None:
             execution = state.execution
@@ -133,7 +139,7 @@ class RunLedger:
 
     def drop_execution(self, now_ms: int) -> None:
         """Drop pending, retire, release: after a failed recovery-critical write, an expired
-        interrupt (D1) or an answer that cancels the run."""
+        interrupt (docs/design.md#interrupt-expiry) or an answer that cancels the run."""
 
         def mutate(state: model.ThreadState) -> None:
             if self._same_execution(state):

@@ -14,8 +14,9 @@ from typing import Protocol
 class Outcome(StrEnum):
     """How a run ended: the `outcome` label of `agui_runs_total` and the "run ended" log field.
 
-    A stream settles its outcome once, at the first decision (see `RunStream._conclude`); a later
-    path (the generic error path after a cancel, say) cannot overwrite it.
+    A stream settles its outcome once, at the first decision (see `runs/ending.RunEnd.end`); a later
+    path (the generic error path after a cancel, say) cannot overwrite it. Observers, the log line and
+    the trace receive this enum, never a bare string.
     """
 
     SUCCESS = "success"
@@ -29,7 +30,7 @@ class Outcome(StrEnum):
 
 class RunObserver(Protocol):
     def run_started(self) -> None: ...
-    def run_ended(self, outcome: str, duration_s: float) -> None: ...
+    def run_ended(self, outcome: Outcome, duration_s: float) -> None: ...
     def events(self, types: Iterable[str]) -> None: ...
     def heartbeat(self) -> None: ...
     def upstream_error(self, kind: str) -> None: ...
@@ -46,7 +47,7 @@ class NullObserver:
     def run_started(self) -> None:
         pass
 
-    def run_ended(self, outcome: str, duration_s: float) -> None:
+    def run_ended(self, outcome: Outcome, duration_s: float) -> None:
         pass
 
     def events(self, types: Iterable[str]) -> None:

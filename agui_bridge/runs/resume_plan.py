@@ -1,4 +1,4 @@
-"""What a resume may do, decided before anything reaches A2A (pure; behaviour.md 6.3-6.5, D1, D13).
+"""What a resume may do, decided before anything reaches A2A (pure; docs/design.md#resume-preflight).
 
 The stream feeds these functions the durable pending set, the `GetTask` snapshot's inputs and the
 resume list; they answer with the reconciled pending set, the answers to send, or the error that
@@ -32,19 +32,19 @@ DENY = "deny"
 
 
 def answer_digest(answer: ResumeAnswer) -> str:
-    """SHA-256 of the canonical `{"status", "payload"}` (raw payload, null when absent; 6.3 step 1)."""
+    """SHA-256 of the canonical `{"status", "payload"}` (raw payload, null when absent; docs/design.md#exactly-once)."""
     return request_digest({"status": answer.status, "payload": answer.payload if answer.has_payload else None})
 
 
 def check_nothing_pending(answers: Sequence[ResumeAnswer], applied: Mapping[str, str]) -> NoReturn:
-    """6.3 step 1 with D13: no task or nothing pending always ends the resume."""
+    """No task or nothing pending always ends the resume (docs/design.md#decision-applied-answer-is-already-applied)."""
     if any(answer.interrupt_id in applied for answer in answers):
         raise ResumeAlreadyApplied()
     raise ExecutionLost("task_unavailable")
 
 
 def expired(pending: Mapping[str, model.PendingInterrupt], now_ms: int) -> bool:
-    """D1: a resume of an execution with an expired interrupt cannot be applied."""
+    """A resume of an execution with an expired interrupt cannot be applied (docs/design.md#interrupt-expiry)."""
     return any(entry.expires_at_ms <= now_ms for entry in pending.values())
 
 
@@ -81,7 +81,7 @@ def reconcile(
     now_ms: int,
     ttl_ms: int,
 ) -> Reconciled:
-    """6.3 steps 6-8: the pending set after consulting A2A's view of the task.
+    """The pending set after consulting A2A's view of the task.
 
     Replaced when the task is terminal, or when A2A lists inputs and none of them is being answered;
     merged otherwise, so a snapshot without any input projection never erases a durable interrupt.
@@ -121,7 +121,7 @@ class Selection:
 
 
 def select(reconciled: Reconciled, answers: Sequence[ResumeAnswer], applied: Mapping[str, str]) -> Selection:
-    """6.3 steps 10-11: which answers go to A2A, or why none may."""
+    """Which answers go to A2A, or why none may (docs/design.md#resume-preflight)."""
     chosen: list[tuple[ResumeAnswer, model.PendingInterrupt]] = []
     for answer in answers:
         entry = reconciled.pending.get(answer.interrupt_id)
@@ -166,7 +166,10 @@ def _schema_of(entry: model.PendingInterrupt) -> dict[str, Any]:
 
 
 def answer_text(value: dict[str, Any], payload: object) -> str:
-    """6.4: free text, else the title of the selected option, else the selected id ('' if none)."""
+    """The answer text: free text, else the selected option's title, else the selected id ('' if none).
+
+    (docs/design.md#answer-validation)
+    """
     if not isinstance(payload, dict):
         return ""
     free = payload.get("freeText", payload.get("free_text"))
@@ -179,7 +182,10 @@ def answer_text(value: dict[str, Any], payload: object) -> str:
 
 
 def prepare(chosen: Iterable[tuple[ResumeAnswer, model.PendingInterrupt]]) -> list[PreparedAnswer]:
-    """6.5: check every answer before anything is sent, so a bad one leaves A2A's wait untouched."""
+    """Check every answer before anything is sent, so a bad one leaves A2A's wait untouched.
+
+    (docs/design.md#answer-validation)
+    """
     prepared: list[PreparedAnswer] = []
     for answer, entry in chosen:
         value = entry.value
@@ -217,7 +223,7 @@ def prepare(chosen: Iterable[tuple[ResumeAnswer, model.PendingInterrupt]]) -> li
 
 @dataclass(frozen=True)
 class Send:
-    """One A2A call carrying answers; `unary` is the sideband `SendMessage` (6.4)."""
+    """One A2A call carrying answers; `unary` is the sideband `SendMessage` (docs/design.md#sending-answers)."""
 
     interrupt_ids: tuple[str, ...]
     unary: bool
@@ -239,10 +245,11 @@ def plan_sends(
     context_id: str,
     metadata: dict[str, Any],
 ) -> SendPlan:
-    """6.4: permission answers one message each (unary when all are sideband), then one question text.
+    """Permission answers one message each (unary when all are sideband), then one question text.
 
-    The reference drops permission answers that share a resume with a question answer (its 11.15);
-    here they are sent first, so no answered interrupt is left waiting in A2A.
+    The reference drops permission answers that share a resume with a question answer; here they are
+    sent first, so no answered interrupt is left waiting in A2A
+    (docs/design.md#decision-permissions-before-question, docs/design.md#sending-answers).
     """
     permissions = [p for p in prepared if p.permission]
     questions = [p for p in prepared if not p.permission]

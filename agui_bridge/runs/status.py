@@ -5,7 +5,7 @@
 RUN_FINISHED announced them. It reads one lock-free snapshot (`ThreadStore.read`), writes nothing and
 sends nothing to A2A; the state file holds no message text, so neither does the answer.
 
-Matching is the cancellation extension's (behaviour.md 7): an unknown thread, or a rosInvocationId
+Matching is the cancellation extension's (docs/design.md#cancellation): an unknown thread, or a rosInvocationId
 other than the current execution's, is 404 EXECUTION_NOT_FOUND with no distinct "forbidden" answer.
 """
 
@@ -60,5 +60,5 @@ def _grace_only(lease: RunLease, now_ms: int) -> bool:
 def thread_status(
     store: ThreadStore, thread_id: str, ros_invocation_id: str, now_ms: int, lease_live: LeaseCheck | None = None
 ) -> dict[str, Any]:
-    """Read the thread once and answer; state read errors are 503 STATE_UNAVAILABLE (D5)."""
+    """Read the thread once and answer; state read errors are 503 STATE_UNAVAILABLE (docs/design.md#decision-no-500)."""
     return status_of(read_known_thread(store, thread_id), ros_invocation_id, now_ms, lease_live)

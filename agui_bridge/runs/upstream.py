@@ -2,12 +2,13 @@
 
 A new run is one `SendStreamingMessage`. A resume is one call per answer (streamed, or unary for
 sideband waits) and then, for permission answers, `GetTask`/`SubscribeToTask` until the task reaches
-a final state (behaviour.md 6.4). The stream generator must commit an answer before it shows any
+a final state (docs/design.md#sending-answers). The stream generator must commit an answer before it shows any
 event that follows it, so the items carry markers: `SendOpened` before the events of a streamed
 answer (its first event means "accepted") and `UnaryAccepted` after a unary one succeeded.
 
-Every stream is read only up to its first ending state (a2a-wire-notes 4.9): the kernel may hold the
-connection open afterwards.
+Every stream is read only up to its first ending state (docs/design.md#decision-stop-at-first-ending-state):
+the kernel may hold the connection open afterwards. A JSON-RPC error answering an interrupt response is
+raised as `AnswerRejected`; `runs/failures.py` says what it means to the client.
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agui_bridge.a2a import messages as a2a_messages
 from agui_bridge.a2a.client import A2AClient, A2AStream
-from agui_bridge.a2a.signals import ENDING_STATES, A2AError, A2AEvent, A2ARpcError, A2ATransportError
-from agui_bridge.errors import A2AUnavailable, BridgeError, SessionBackupNotReady
+from agui_bridge.a2a.errors import A2AError, A2ARpcError, A2ATransportError
+from agui_bridge.a2a.signals import ENDING_STATES, A2AEvent
+from agui_bridge.errors import A2AUnavailable
+from agui_bridge.runs.failures import AnswerRejected
 from agui_bridge.runs.resume_plan import SendPlan
+from agui_bridge.validation.content import user_message_parts
+from agui_bridge.validation.run_input import RunInput
 
 
 @dataclass(frozen=True)
@@ -39,11 +45,22 @@ class UnaryAccepted:
 Item = list[A2AEvent] | SendOpened | UnaryAccepted
 
 
-def rejected(exc: A2ARpcError) -> BridgeError:
-    """A JSON-RPC error answering an interrupt response (6.4)."""
-    if exc.session_backup_not_ready:
-        return SessionBackupNotReady()
-    return A2AUnavailable("a2a_rejected_answer")
+def last_user_message_id(messages: tuple[dict[str, Any], ...]) -> str:
+    """The A2A message id of a new run or guidance: the AG-UI id of the last user message."""
+    for message in reversed(messages):
+        if message.get("role") == "user" and isinstance(message.get("id"), str):
+            return str(message["id"])
+    return "agui-user-message"
+
+
+def user_message_params(
+    run: RunInput, *, cwd: str, context_id: str, language: str, task_id: str | None = None
+) -> dict[str, Any]:
+    """`SendStreamingMessage` params carrying the run's user message (docs/design.md#a2a-metadata-written)."""
+    parts = user_message_parts(run.messages)
+    metadata = a2a_messages.iac_code_metadata(run.props, cwd, language)
+    message = a2a_messages.user_message(last_user_message_id(run.messages), parts, metadata, context_id, task_id)
+    return a2a_messages.send_params(message)
 
 
 def cut_at_ending(batch: Sequence[A2AEvent]) -> tuple[list[A2AEvent], bool]:
@@ -98,7 +115,7 @@ class Upstream:
                 try:
                     self._client.send_message(send.params)
                 except A2ARpcError as exc:
-                    raise rejected(exc) from exc
+                    raise AnswerRejected(exc) from exc
                 unary_used = True
                 yield UnaryAccepted(send.interrupt_ids)
                 continue
@@ -106,7 +123,7 @@ class Upstream:
             try:
                 count, final = yield from self._stream("SendStreamingMessage", send.params)
             except A2ARpcError as exc:
-                raise rejected(exc) from exc
+                raise AnswerRejected(exc) from exc
             if count == 0:
                 raise A2AUnavailable(send.not_accepted_key)
             final_seen = final_seen or final
@@ -156,4 +173,12 @@ class Upstream:
             stream.close()
 
 
-__all__ = ["Item", "SendOpened", "UnaryAccepted", "Upstream", "cut_at_ending", "rejected"]
+__all__ = [
+    "Item",
+    "SendOpened",
+    "UnaryAccepted",
+    "Upstream",
+    "cut_at_ending",
+    "last_user_message_id",
+    "user_message_params",
+]

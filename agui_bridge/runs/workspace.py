@@ -1,4 +1,4 @@
-"""Workspace (`cwd`) resolution and allowed roots (behaviour.md 2.3); touches the filesystem.
+"""Workspace (`cwd`) resolution and allowed roots (docs/design.md#workspace-cwd); touches the filesystem.
 
 The client's path is taken literally: `~`, `$VAR` and `%VAR%` are never expanded, so nothing of the
 server's environment (secrets, account names) can end up in a directory name, the thread file or

@@ -17,8 +17,8 @@ from agui_bridge.errors import (
     ThreadBindingConflict,
 )
 from agui_bridge.runs.admission import admit_guidance
+from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.guidance import GuidanceStream
-from agui_bridge.runs.stream import StreamDeps
 from agui_bridge.runtime import ThreadRuntime
 from agui_bridge.settings import Settings
 from agui_bridge.state import model

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from agui_bridge.a2a.client import check_restore_reply
 from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, unwrap
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.stream import RunStream, StreamDeps
@@ -111,9 +112,9 @@ class ScriptedA2A:
             raise item
         return item  # type: ignore[no-any-return]
 
-    def ensure_restored(self, cwd: str, session_id: str, task_id: str) -> tuple[int, object]:
+    def ensure_restored(self, cwd: str, session_id: str, task_id: str) -> None:
         self.calls.append(("ensure-restored", session_id))
-        return self.restored
+        check_restore_reply(*self.restored)  # the scripted HTTP reply, read as the real client reads it
 
     def cancel_task(self, task_id: str) -> None:
         self.calls.append(("CancelTask", task_id))
@@ -612,3 +613,37 @@ def test_pipeline_steps_survive_the_interrupt_and_recovery_opens_the_resume(tmp_
     ]
     execution = h.state().execution
     assert (execution.pipeline_sequence, execution.pipeline_open_steps) == (6, [])
+
+
+# --------------------------------------------------------------------------------------------- emitter
+
+
+class FrameRecorder:
+    def __init__(self) -> None:
+        self.frames: list[tuple[int, bytes]] = []
+
+    def frame(self, position: int, event: dict[str, Any], data: bytes) -> None:
+        self.frames.append((position, data))
+
+
+@pytest.mark.parametrize("outcome", ["success", "refused"])
+def test_every_event_of_a_resume_passes_through_the_emitter(tmp_path: Path, outcome: str) -> None:
+    """Preflight events, acceptance, the tool result and the terminal event all go out through one place."""
+    h = Harness(tmp_path)
+    h.interrupt(QUESTION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=QUESTION)])
+    client.streams["SendStreamingMessage"] = [done(h.context_id)]
+    body = run_body(THREAD, "", tmp_path)
+    answer = {"interruptId": "question-1", "status": "resolved", "payload": {"selectedId": "large"}}
+    body["resume"] = [answer] if outcome == "success" else [answer, answer]
+    stream = h.stream(body, client)
+    recorder = FrameRecorder()
+    stream.emitter.sink = recorder
+    raw = collect(stream)
+    events = assert_valid_agui_stream(
+        raw, capture=False, expect_terminal="success" if outcome == "success" else "RUN_ERROR"
+    )
+    assert raw == b"".join(data for _, data in recorder.frames)
+    assert [position for position, _ in recorder.frames] == list(range(1, len(events) + 1))
+    if outcome == "success":
+        assert "TOOL_CALL_RESULT" in event_types(events)

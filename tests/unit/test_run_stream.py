@@ -60,7 +60,15 @@ class FakeClient:
         self.cancelled.append(task_id)
 
 
-def make_stream(tmp_path: Path, script: Any, settings: Settings | None = None, store: ThreadStore | None = None):  # type: ignore[no-untyped-def]
+def make_stream(  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    script: Any,
+    settings: Settings | None = None,
+    store: ThreadStore | None = None,
+    *,
+    delay_s: float = 0.0,
+    client_class: type[FakeClient] = FakeClient,
+):
     settings = settings or Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
     store = store or ThreadStore(settings.state_dir)
     raw = run_body("thread-1", "hi", tmp_path)
@@ -69,7 +77,7 @@ def make_stream(tmp_path: Path, script: Any, settings: Settings | None = None, s
         store, run, cwd=str(tmp_path), digest="d", owner=current_owner(), now_ms=int(time.time() * 1000),
         lease_ttl_ms=int(settings.lease_ttl_s * 1000), is_alive=owner_is_alive,
     )  # fmt: skip
-    client = FakeClient(script(ticket.context_id))
+    client = client_class(script(ticket.context_id), delay_s)
     stream = RunStream(StreamDeps(settings, store, client, ThreadRuntime()), ticket, run, "en")  # type: ignore[arg-type]
     return stream, client, store
 
@@ -150,3 +158,68 @@ def test_a_stream_that_ends_while_working_cancels_its_task(tmp_path: Path) -> No
     while not client.cancelled and time.monotonic() < deadline:
         time.sleep(0.01)
     assert client.cancelled == [TASK]
+
+
+# ---- the parts of a run, seen through a whole stream -----------------------------------------
+
+
+class FrameRecorder:
+    def __init__(self) -> None:
+        self.frames: list[tuple[int, dict[str, Any], bytes]] = []
+
+    def frame(self, position: int, event: dict[str, Any], data: bytes) -> None:
+        self.frames.append((position, event, data))
+
+
+def test_every_event_shown_passes_through_the_emitter_numbered_from_one(tmp_path: Path) -> None:
+    from agui_bridge.wire.sse import HEARTBEAT_FRAME
+
+    def script(ctx: str) -> list[list[A2AEvent]]:
+        return [[status(ctx, text="one")], [status(ctx, text=" two")], [status(ctx, "TASK_STATE_INPUT_REQUIRED")]]
+
+    settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,), heartbeat_interval_s=0.02)
+    stream, _, _ = make_stream(tmp_path, script, settings, delay_s=0.06)  # silent gaps: heartbeats
+    recorder = FrameRecorder()
+    stream.emitter.sink = recorder
+    raw = collect(stream)
+    events = assert_valid_agui_stream(raw, expect_terminal="success", capture=False)
+    assert HEARTBEAT_FRAME in raw  # heartbeats went out, but are not events
+    assert raw.replace(HEARTBEAT_FRAME, b"") == b"".join(data for _, _, data in recorder.frames)
+    assert [position for position, _, _ in recorder.frames] == list(range(1, len(events) + 1))
+    assert [event for _, event, _ in recorder.frames] == events
+    assert stream.emitter.position == len(events)
+
+
+@pytest.mark.parametrize(
+    ("failure", "code", "message"),
+    [
+        (
+            "rpc-backup",
+            "SESSION_BACKUP_NOT_READY",
+            "Session backup is still synchronizing. Retry after 3 seconds.",
+        ),
+        ("rpc", "A2A_UNAVAILABLE", "The local A2A execution service is unavailable."),
+        ("transport", "A2A_UNAVAILABLE", "The local A2A execution service is unavailable."),
+    ],
+)
+def test_a_new_run_maps_kernel_failures_like_resumes_and_guidance(
+    tmp_path: Path, failure: str, code: str, message: str
+) -> None:
+    """One mapping (runs/failures.py): a JSON-RPC error's own text is never shown, on a new run either."""
+    from agui_bridge.a2a.errors import A2ARpcError, A2ATransportError
+
+    errors = {
+        "rpc-backup": A2ARpcError(-32603, "kernel internals", {"code": "SESSION_BACKUP_NOT_READY"}),
+        "rpc": A2ARpcError(-32602, "kernel internals"),
+        "transport": A2ATransportError("refused"),
+    }
+
+    class FailingClient(FakeClient):
+        def open_stream(self, method: str, params: dict[str, Any]) -> FakeStream:
+            raise errors[failure]
+
+    stream, _, store = make_stream(tmp_path, lambda ctx: [], client_class=FailingClient)
+    events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
+    assert (events[-1]["code"], events[-1]["message"]) == (code, message)
+    state = store.read("thread-1")
+    assert state is not None and state.active_run is None

@@ -1,0 +1,27 @@
+"""What a stream needs from its worker: the collaborators `service.py` builds once per worker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agui_bridge.a2a.client import A2AClient
+from agui_bridge.runs.observer import NULL_OBSERVER, Outcome, RunObserver
+from agui_bridge.runs.registry import TrackedRun
+from agui_bridge.runtime import Runtime
+from agui_bridge.settings import Settings
+from agui_bridge.state.store import ThreadStore
+
+
+@dataclass(frozen=True)
+class StreamDeps:
+    settings: Settings
+    store: ThreadStore
+    client: A2AClient
+    runtime: Runtime
+    #: Called once when a stream has ended, with the stream and its outcome (the service unregisters it).
+    on_run_end: Callable[[TrackedRun, Outcome], None] | None = None
+    observer: RunObserver = NULL_OBSERVER
+
+
+__all__ = ["StreamDeps"]

@@ -1,0 +1,51 @@
+"""The one way out of a stream: every AG-UI event a client is shown passes through `Emitter`.
+
+Runs and guidance hand their events to `Emitter.events`, which numbers them (1 for `RUN_STARTED`,
+then one more per event: the event's position in its run's stream), counts them for metrics, frames
+them as SSE and offers each frame to an optional `FrameSink` before the bytes go to the WSGI server.
+Heartbeats are comments, not events: they carry no position and are not offered to the sink
+(docs/design.md#stream-pump-heartbeat).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from agui_bridge.runs.observer import RunObserver
+from agui_bridge.wire.events import Event
+from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_event
+
+
+class FrameSink(Protocol):
+    """Something that wants every frame a stream shows, in order (a recorder, a test)."""
+
+    def frame(self, position: int, event: Event, data: bytes) -> None: ...
+
+
+class Emitter:
+    def __init__(self, observer: RunObserver, sink: FrameSink | None = None) -> None:
+        self._observer = observer
+        #: Offered every frame from now on; may be set before the stream is iterated.
+        self.sink = sink
+        #: How many events were emitted so far: the position of the last one.
+        self.position = 0
+
+    def events(self, events: Sequence[Event]) -> bytes:
+        """Frame a batch of events as one buffer, so one upstream read becomes one socket write."""
+        self._observer.events(event["type"] for event in events)
+        frames = []
+        for event in events:
+            self.position += 1
+            data = encode_event(event)
+            if self.sink is not None:
+                self.sink.frame(self.position, event, data)
+            frames.append(data)
+        return b"".join(frames)
+
+    def heartbeat(self) -> bytes:
+        self._observer.heartbeat()
+        return HEARTBEAT_FRAME
+
+
+__all__ = ["Emitter", "FrameSink"]

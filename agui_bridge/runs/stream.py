@@ -202,6 +202,17 @@ class RunStream:
 
         self._deps.runtime.spawn(cancel, name=f"cancel:{self._ticket.run_id}")
 
+    def _cancel_before_new_message(self, task_id: str) -> Iterator[bytes]:
+        """Cancel an abandoned task of this context and wait for the answer before the next message.
+
+        The kernel drops the context's runtime when the cancel lands; a turn sent to the same context
+        meanwhile fails with "A2A context runtime missing". A failed cancel is logged, not fatal.
+        """
+        try:
+            yield from self._blocking(self._deps.client.cancel_task, task_id)
+        except A2AError:
+            log.warning("CancelTask failed for an abandoned run", extra={"task_id": task_id})
+
     def _release(self, *, retire: bool) -> None:
         """Release the lease before the terminal event (D7); failures are logged, not fatal."""
         try:
@@ -327,7 +338,7 @@ class RunStream:
             if reopened:
                 yield self._encode(reopened)
             for task_id in ticket.orphaned_task_ids + ticket.expired_task_ids:
-                self._cancel_task_later(task_id)
+                yield from self._cancel_before_new_message(task_id)
             try:
                 if ticket.is_resume:
                     upstream = yield from self._resume_preflight()

@@ -53,7 +53,7 @@ def serve(args: argparse.Namespace) -> int:
             managed.start()
         except ManagedUpstreamError as exc:
             print(f"agui-bridge: {exc}", file=sys.stderr)
-            return 1
+            return 2
         env["IAC_CODE_AGUI_A2A_URL"] = managed.url
         env["IAC_CODE_AGUI_A2A_TOKEN"] = managed.token
         managed.watch(lambda: _stop_for_lost_upstream(upstream_lost))

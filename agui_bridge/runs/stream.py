@@ -202,14 +202,24 @@ class RunStream:
 
         self._deps.runtime.spawn(cancel, name=f"cancel:{self._ticket.run_id}")
 
-    def _cancel_before_new_message(self, task_id: str) -> Iterator[bytes]:
+    def _cancel_before_new_message(self, task_id: str, *, waiting: bool) -> Iterator[bytes]:
         """Cancel an abandoned task of this context and wait for the answer before the next message.
 
-        The kernel drops the context's runtime when the cancel lands; a turn sent to the same context
-        meanwhile fails with "A2A context runtime missing". A failed cancel is logged, not fatal.
+        The kernel drops the context's runtime when the cancel of a running or waiting task lands; a
+        turn sent to the same context meanwhile fails with "A2A context runtime missing". An orphan
+        whose turn already ended is left to a background cancel: the kernel holds that CancelTask for
+        about 30 s. A failed cancel is logged, not fatal.
         """
+        client = self._deps.client
         try:
-            yield from self._blocking(self._deps.client.cancel_task, task_id)
+            if not waiting:
+                snapshot = yield from self._blocking(client.get_task, task_id)
+                if snapshot.state in TERMINAL_STATES:
+                    return
+                if snapshot.state == "input-required" and "input" not in snapshot.iac:
+                    self._cancel_task_later(task_id)
+                    return
+            yield from self._blocking(client.cancel_task, task_id)
         except A2AError:
             log.warning("CancelTask failed for an abandoned run", extra={"task_id": task_id})
 
@@ -337,8 +347,10 @@ class RunStream:
             reopened = self._pipeline.reopen()  # durable steps of an interrupted execution (5.6)
             if reopened:
                 yield self._encode(reopened)
-            for task_id in ticket.orphaned_task_ids + ticket.expired_task_ids:
-                yield from self._cancel_before_new_message(task_id)
+            for task_id in ticket.orphaned_task_ids:
+                yield from self._cancel_before_new_message(task_id, waiting=False)
+            for task_id in ticket.expired_task_ids:
+                yield from self._cancel_before_new_message(task_id, waiting=True)
             try:
                 if ticket.is_resume:
                     upstream = yield from self._resume_preflight()

@@ -16,6 +16,7 @@ Every request is recorded (``requests``) so a test can check what the kernel sen
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -183,7 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         try:
-            for chunk in [*script(body), _usage()]:
+            for chunk in itertools.chain(script(body), [_usage()]):  # lazily: the pauses are the point
                 self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                 self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")

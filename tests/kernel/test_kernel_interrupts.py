@@ -7,6 +7,7 @@ kernel once answered it with "A2A context runtime missing").
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.bridge_harness import BridgeServer, bridge_server, run_body
+from tests.agui_checks import assert_valid_agui_stream
+from tests.bridge_harness import BridgeServer, StreamReader, bridge_server, custom, new_thread_id, run_body
 from tests.kernel import fake_llm
 from tests.kernel.helpers import (
     ROS,
@@ -97,3 +99,92 @@ def test_expired_interrupt_then_a_new_run_without_resume_succeeds(
     short_ttl.run(resume_body(thread_id, ws, [answer(pending, "allow_once")], ros="invocation-3"), expect="success")
     assert (ws / "hello.txt").exists()
     short_ttl.run(resume_body(again, ws, [answer(interrupt, "deny")]), expect="success")
+
+
+def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    return custom(events, "iac-code.session.v1")[0]["value"]  # type: ignore[no-any-return]
+
+
+def has_session(events: list[dict[str, Any]]) -> bool:
+    return bool(custom(events, "iac-code.session.v1"))
+
+
+def test_cancel_extension_on_a_running_execution(bridge: BridgeServer, kernel: Kernel, ws: Path) -> None:
+    thread_id = new_thread_id()
+    reader = StreamReader(bridge.post(run_body(thread_id, "[SLOW] long answer", ws, ros_invocation_id=ROS)))
+    try:
+        session = session_of(reader.until(has_session))
+        reader.until(lambda evs: any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in evs))
+        assert cancel(bridge, session["executionId"], thread_id) == {
+            "executionId": session["executionId"],
+            "status": "cancelled",
+        }
+        events = assert_valid_agui_stream(reader.rest(), expect_terminal="RUN_ERROR")
+    finally:
+        reader.response.close()
+    assert error_code(events) == "CANCELLED"
+    assert wait_task_state(kernel, session["taskId"], "TASK_STATE_CANCELED") == "TASK_STATE_CANCELED"
+    assert cancel(bridge, session["executionId"], thread_id)["status"] == "already_terminal"
+    after = bridge.run(run_body(thread_id, "hello", ws, ros_invocation_id="invocation-2"), expect="success")
+    assert text_of(after) == fake_llm.PLAIN_TEXT
+
+
+def test_cancel_extension_on_an_interrupted_execution(bridge: BridgeServer, kernel: Kernel, ws: Path) -> None:
+    thread_id, (interrupt,) = start(bridge, ws, "[WRITE] a file")
+    waiting = document(bridge, thread_id)["execution"]
+    assert cancel(bridge, waiting["executionId"], thread_id)["status"] == "cancelled"
+    assert wait_task_state(kernel, waiting["taskId"], "TASK_STATE_CANCELED") == "TASK_STATE_CANCELED"
+    refused = bridge.run(resume_body(thread_id, ws, [answer(interrupt, "allow_once")]), expect="RUN_ERROR")
+    assert error_code(refused) == "EXECUTION_LOST"
+    assert not (ws / "hello.txt").exists()
+    # The cancelled context takes a new turn right away (the kernel rebuilds its runtime).
+    after = bridge.run(run_body(thread_id, "hello", ws, ros_invocation_id="invocation-2"), expect="success")
+    assert text_of(after) == fake_llm.PLAIN_TEXT
+
+
+def test_client_disconnect_mid_turn_cancels_the_kernel_task(bridge: BridgeServer, kernel: Kernel, ws: Path) -> None:
+    thread_id = new_thread_id()
+    reader = StreamReader(bridge.post(run_body(thread_id, "[SLOW] long answer", ws, ros_invocation_id=ROS)))
+    session = session_of(reader.until(has_session))
+    reader.until(lambda evs: any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in evs))
+    reader.response.close()
+    assert wait_task_state(kernel, session["taskId"], "TASK_STATE_CANCELED") == "TASK_STATE_CANCELED"
+    deadline = time.monotonic() + 15
+    while "activeRun" in document(bridge, thread_id) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    after = bridge.run(run_body(thread_id, "hello", ws, ros_invocation_id="invocation-2"), expect="success")
+    assert text_of(after) == fake_llm.PLAIN_TEXT
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["graceful", "killed"])
+def test_bridge_restart_between_the_interrupt_and_the_resume(
+    kernel: Kernel, kernel_root: Path, ws: Path, how: signal.Signals
+) -> None:
+    state = kernel_root / f"state-restart-{how.name}"
+    first = BridgeServer(kernel.url, kernel.token, state, kernel_root, workers=2).start()
+    try:
+        thread_id, (interrupt,) = start(first, ws, "[WRITE] a file")
+    finally:
+        first.stop(how)
+    with bridge_server(kernel.url, kernel.token, state, kernel_root, workers=2) as second:
+        events = second.run(resume_body(thread_id, ws, [answer(interrupt, "allow_once")]), expect="success")
+        assert (ws / "hello.txt").read_text() == "hello from the kernel tier\n"
+        assert [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_RESULT"] == [interrupt["toolCallId"]]
+
+
+def test_bridge_killed_mid_turn_then_a_new_run_reclaims_and_cancels_the_orphan(
+    kernel: Kernel, kernel_root: Path, ws: Path
+) -> None:
+    state = kernel_root / "state-midturn"
+    thread_id = new_thread_id()
+    first = BridgeServer(kernel.url, kernel.token, state, kernel_root, workers=2).start()
+    try:
+        reader = StreamReader(first.post(run_body(thread_id, "[SLOW] long answer", ws, ros_invocation_id=ROS)))
+        task_id = session_of(reader.until(has_session))["taskId"]
+    finally:
+        first.stop(signal.SIGKILL)
+    reader.response.close()
+    with bridge_server(kernel.url, kernel.token, state, kernel_root, workers=2) as second:
+        events = second.run(run_body(thread_id, "hello", ws, ros_invocation_id="invocation-2"), expect="success")
+        assert text_of(events) == fake_llm.PLAIN_TEXT
+        assert wait_task_state(kernel, task_id, "TASK_STATE_CANCELED") == "TASK_STATE_CANCELED"

@@ -202,6 +202,16 @@ class RunStream:
 
         self._deps.runtime.spawn(cancel, name=f"cancel:{self._ticket.run_id}")
 
+    def _cancel_task_now(self, task_id: str | None) -> None:
+        """Cancel before the thread is free for a new run: a turn sent to the context while the kernel
+        still tears the cancelled one down fails ("A2A context runtime missing"). Logged, not fatal."""
+        if not task_id:
+            return
+        try:
+            self._deps.client.cancel_task(task_id)
+        except Exception:  # noqa: BLE001 - best effort, logged
+            log.warning("CancelTask failed for an abandoned run", extra={"task_id": task_id})
+
     def _cancel_before_new_message(self, task_id: str, *, waiting: bool) -> Iterator[bytes]:
         """Cancel an abandoned task of this context and wait for the answer before the next message.
 
@@ -381,7 +391,7 @@ class RunStream:
             self._finished = True
             retire = not self._ticket.pending
             if retire and not task_ended and not isinstance(error, Cancelled):
-                self._cancel_task_later(self._ticket.task_id)
+                self._cancel_task_now(self._ticket.task_id)
             self._release(retire=retire)
         return self._error_events(error)
 
@@ -573,7 +583,7 @@ class RunStream:
         `cancelled`, the one terminal event after which that client stops waiting for an answer.
         """
         ticket = self._ticket
-        self._cancel_task_later(ticket.task_id)
+        self._cancel_task_now(ticket.task_id)
         self._drop_execution("expired")
         self._finished = True
         if not dismissed:
@@ -764,7 +774,7 @@ class RunStream:
             # The client went away (or the server is stopping) mid-run: D14, behaviour.md 9.1.
             self._finished = True
             if not self._ticket.pending:
-                self._cancel_task_later(self._ticket.task_id)
+                self._cancel_task_now(self._ticket.task_id)
             self._release(retire=not self._ticket.pending)
         log.info(
             "run ended",

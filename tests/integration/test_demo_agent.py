@@ -275,11 +275,20 @@ def test_cancel_stops_a_running_slow_turn(base_url: str) -> None:
 
 
 def test_cancel_a_waiting_task(base_url: str) -> None:
-    stream = send(base_url, "say hi")
+    stream = send(base_url, "please write file")
     result = rpc(base_url, "CancelTask", {"id": stream.task_id})["result"]
     assert result["status"]["state"] == "TASK_STATE_CANCELED"
     assert result["status"]["message"]["messageId"] == f"{stream.task_id}-5"
     assert result["status"]["message"]["parts"] == [{"text": "Task canceled."}]
+
+
+def test_a_finished_turn_cannot_be_cancelled(base_url: str) -> None:
+    """As the kernel: a task whose turn ended is -32002 and stays INPUT_REQUIRED (tests/kernel compares)."""
+    stream = send(base_url, "say hi")
+    refused = rpc(base_url, "CancelTask", {"id": stream.task_id})
+    assert (refused["error"]["code"], refused["error"]["message"]) == (-32002, "Task cannot be canceled")
+    got = rpc(base_url, "GetTask", {"id": stream.task_id})["result"]
+    assert got["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
 def test_get_task_and_unknown_task(base_url: str) -> None:

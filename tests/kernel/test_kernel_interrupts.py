@@ -24,6 +24,7 @@ from tests.kernel.helpers import (
     answer,
     document,
     error_code,
+    get_task,
     resume_body,
     start,
     text_of,
@@ -188,3 +189,18 @@ def test_bridge_killed_mid_turn_then_a_new_run_reclaims_and_cancels_the_orphan(
         events = second.run(run_body(thread_id, "hello", ws, ros_invocation_id="invocation-2"), expect="success")
         assert text_of(events) == fake_llm.PLAIN_TEXT
         assert wait_task_state(kernel, task_id, "TASK_STATE_CANCELED") == "TASK_STATE_CANCELED"
+
+
+def test_expired_interrupt_cancelled_by_the_client_then_an_immediate_new_run(
+    short_ttl: BridgeServer, kernel: Kernel, ws: Path
+) -> None:
+    """What @ag-ui/client 1.0 sends for an expired interrupt (status cancelled), then at once a new turn."""
+    thread_id, (interrupt,) = start(short_ttl, ws, "[WRITE] a file")
+    task_id = document(short_ttl, thread_id)["execution"]["taskId"]
+    time.sleep(TTL_S + 0.5)
+    dismissal = {"interruptId": interrupt["id"], "status": "cancelled"}
+    events = short_ttl.run(resume_body(thread_id, ws, [dismissal]), expect="cancelled")
+    assert [e["type"] for e in events] == ["RUN_STARTED", "RUN_FINISHED"]
+    assert get_task(kernel, task_id)["status"]["state"] == "TASK_STATE_CANCELED"  # before the response ended
+    after = short_ttl.run(run_body(thread_id, "hello", ws, ros_invocation_id="invocation-2"), expect="success")
+    assert text_of(after) == fake_llm.PLAIN_TEXT

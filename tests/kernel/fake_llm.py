@@ -8,6 +8,8 @@ message, so one server serves every test:
 * ``[BASH]`` a ``bash`` tool call;
 * ``[SLOW]`` text in many chunks with a pause between them (a turn that runs long enough to cancel);
 * ``[SILENT]`` nothing for ``SILENT_S`` seconds, then text (longer than the bridge's heartbeat);
+* ``[ASK]`` in a Pipeline turn: the kernel's ``ask_user_question`` tool (only Pipeline steps offer it;
+  this script never concludes a step with ``complete_step``, so the kernel fails the step afterwards);
 * anything else: plain text.
 
 After a tool ran, the conversation's last message has role ``tool``: the answer is text that ends the turn.
@@ -31,6 +33,7 @@ TOOL_DONE_TEXT = "The tool finished."
 SLOW_CHUNKS = 40
 SLOW_PAUSE_S = 0.25
 SILENT_S = 3.0
+QUESTION = "Which instance size?"
 
 
 def _text_of(content: Any) -> str:
@@ -105,13 +108,22 @@ def _working_directory(messages: list[dict[str, Any]]) -> str:
     return "."
 
 
+def _tools(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["function"]["name"]: t["function"] for t in body.get("tools") or [] if "function" in t}
+
+
 def script(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The chunks of one streamed answer."""
     messages = body.get("messages") or []
+    tools = _tools(body)
     if messages and messages[-1].get("role") == "tool":
         yield from _text(TOOL_DONE_TEXT)
         return
     text = last_user_text(messages)
+    if "[ASK]" in text and "ask_user_question" in tools:
+        question = {"question": QUESTION, "options": [{"id": "s", "label": "Small"}, {"id": "m", "label": "Medium"}]}
+        yield from _tool_call("ask_user_question", question)
+        return
     if "[REASON]" in text:
         for piece in ("Let me think ", "about this ", "carefully."):
             yield _chunk({"role": "assistant", "reasoning_content": piece})

@@ -133,19 +133,29 @@ def test_permission_answered_twice_is_applied_once(bridge: BridgeServer, ws: Pat
         assert not [e for e in again if e["type"] == "TOOL_CALL_RESULT"]
 
 
-def test_the_kernel_cannot_be_made_to_ask_a_question(
-    scripted_llm: fake_llm.ScriptedLLM, bridge: BridgeServer, ws: Path
-) -> None:
-    """iac-code 0.16.0's A2A server offers the model no question tool, so no question interrupt exists."""
-    bridge.run(run_body(new_thread_id(), "hello", ws), expect="success")
-    tools = {
-        tool["function"]["name"]
-        for _path, body in scripted_llm.requests
-        if body.get("stream")
-        for tool in body.get("tools", [])
-    }
-    assert {"write_file", "bash"} <= tools
-    assert not {name for name in tools if name.startswith("ask") or "question" in name}
+def test_a_question_in_a_pipeline_turn(scripted_llm: fake_llm.ScriptedLLM, bridge: BridgeServer, ws: Path) -> None:
+    """iac-code 0.16.0 offers the model `ask_user_question` only inside a Pipeline step (normal turns
+    have no question tool). The question becomes an interrupt; the chosen option reaches the model as the
+    tool's result. The scripted model cannot conclude a Pipeline step (`complete_step`), so the kernel
+    then fails the step: the resumed run ends RUN_ERROR A2A_EXECUTION_FAILED."""
+    thread_id = new_thread_id()
+    events = bridge.run(run_body(thread_id, "[ASK] which size", ws, runMode="pipeline"), expect="interrupt")
+    (question,) = events[-1]["outcome"]["interrupts"]
+    assert question["reason"] == "input_required" and question["metadata"]["kind"] == "ask_user_question"
+    assert question["message"].startswith(fake_llm.QUESTION)
+    assert {"selectedId": "m"} in [
+        {k: v["const"] for k, v in option["properties"].items()}
+        for option in question["responseSchema"]["oneOf"]
+        if "selectedId" in option["properties"]
+    ]
+    body = resume_body(thread_id, ws, [{"interruptId": question["id"], "status": "resolved",
+                                         "payload": {"selectedId": "m"}}], runMode="pipeline")  # fmt: skip
+    resumed = bridge.run(body, expect="RUN_ERROR")
+    results = [(e["toolCallId"], e["content"]) for e in resumed if e["type"] == "TOOL_CALL_RESULT"]
+    assert results[0] == (question["toolCallId"], "Medium")
+    assert error_code(resumed) == "A2A_EXECUTION_FAILED"
+    tool_messages = [m for _p, b in scripted_llm.requests for m in b.get("messages", []) if m.get("role") == "tool"]
+    assert any("Medium" in str(m.get("content")) or '"m"' in str(m.get("content")) for m in tool_messages)
 
 
 def test_gettask_sees_what_the_bridge_reports(bridge: BridgeServer, kernel: Kernel, ws: Path) -> None:

@@ -25,20 +25,13 @@ from collections.abc import Callable, Mapping
 
 #: The bridge's own settings: never handed to the child (they include the AG-UI auth token).
 BRIDGE_PREFIX = "IAC_CODE_AGUI_"
-#: Exact names the child may inherit.
+#: Exact names the child may inherit: its basics, the LLM providers' own key variables the kernel also
+#: accepts, and TLS trust stores (not secrets).
 ALLOWED_NAMES = frozenset(
-    {
-        "HOME",
-        "PATH",
-        "SHELL",
-        "LANG",
-        "TZ",
-        "TMPDIR",
-        "USER",
-        "LOGNAME",
-        "DISABLE_TELEMETRY",
-        "IACCODE_A2A_ALLOWED_CWDS",
-    }
+    {"HOME", "PATH", "SHELL", "LANG", "TZ", "TMPDIR", "USER", "LOGNAME"}
+    | {"DISABLE_TELEMETRY", "IACCODE_A2A_ALLOWED_CWDS"}
+    | {"OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "DASHSCOPE_API_KEY", "DEEPSEEK_API_KEY"}
+    | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"}
 )
 #: Prefixes the child may inherit: locale, the kernel's LLM configuration, cloud credentials its tools use.
 ALLOWED_PREFIXES = ("LC_", "IAC_CODE_", "ALIBABA_CLOUD_", "ALICLOUD_")

@@ -29,6 +29,7 @@ HOST_ENV = {
     "AWS_SECRET_ACCESS_KEY": "unrelated",
     "PYTHONPATH": "/srv/src",
     "PROMETHEUS_MULTIPROC_DIR": "/tmp/metrics",
+    "DASHSCOPE_API_KEY": "provider-key",
 }
 
 
@@ -44,6 +45,7 @@ def test_the_child_gets_its_llm_configuration_and_nothing_of_the_bridge() -> Non
         "IAC_CODE_API_KEY": "llm-key",
         "IAC_CODE_BASE_URL": "http://127.0.0.1:9/v1",
         "ALIBABA_CLOUD_ACCESS_KEY_ID": "akid",
+        "DASHSCOPE_API_KEY": "provider-key",
         "IACCODE_A2A_ALLOWED_CWDS": "/srv/ws",
     }
 

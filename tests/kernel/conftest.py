@@ -21,6 +21,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if Path(str(item.fspath)).is_relative_to(here):
             item.add_marker(pytest.mark.kernel)
+            item.add_marker(pytest.mark.e2e)  # gunicorn too: `-m "not e2e"` skips the tier as well
 
 
 @pytest.fixture(scope="session")

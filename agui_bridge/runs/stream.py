@@ -217,17 +217,15 @@ class RunStream:
 
         The kernel drops the context's runtime when the cancel of a running or waiting task lands; a
         turn sent to the same context meanwhile fails with "A2A context runtime missing". An orphan
-        whose turn already ended is left to a background cancel: the kernel holds that CancelTask for
-        about 30 s. A failed cancel is logged, not fatal.
+        whose turn already ended has nothing to cancel (the kernel refuses: -32002). A failed cancel
+        is logged, not fatal.
         """
         client = self._deps.client
         try:
             if not waiting:
                 snapshot = yield from self._blocking(client.get_task, task_id)
-                if snapshot.state in TERMINAL_STATES:
-                    return
-                if snapshot.state == "input-required" and "input" not in snapshot.iac:
-                    self._cancel_task_later(task_id)
+                ended = snapshot.state == "input-required" and "input" not in snapshot.iac
+                if ended or snapshot.state in TERMINAL_STATES:
                     return
             yield from self._blocking(client.cancel_task, task_id)
         except A2AError:

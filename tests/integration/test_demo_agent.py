@@ -291,6 +291,24 @@ def test_a_finished_turn_cannot_be_cancelled(base_url: str) -> None:
     assert got["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
+def test_a_new_turn_racing_a_cancel_of_its_context_fails_like_the_kernel(base_url: str) -> None:
+    """As the kernel: the context's runtime is torn down while the cancel is handled."""
+    waiting = send(base_url, "please write file")
+    context_id = waiting.results[0]["task"]["contextId"]
+    canceller = threading.Thread(target=rpc, args=(base_url, "CancelTask", {"id": waiting.task_id}))
+    canceller.start()
+    time.sleep(0.05)  # inside the demo's 0.2 s teardown window
+    racing = send(base_url, "say hi", context_id=context_id)
+    canceller.join()
+    assert [next(iter(r)) for r in racing.results] == ["task", "statusUpdate"]
+    failed = racing.updates()[-1]
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    assert failed["status"]["message"]["parts"] == [{"text": "RuntimeError: A2A context runtime missing"}]
+    assert failed["status"]["message"]["messageId"] == f"{racing.task_id}-4"
+    after = send(base_url, "say hi", context_id=context_id)  # the cancel has been answered
+    assert after.states()[-1] == "TASK_STATE_INPUT_REQUIRED"
+
+
 def test_get_task_and_unknown_task(base_url: str) -> None:
     stream = send(base_url, "say hi")
     got = rpc(base_url, "GetTask", {"id": stream.task_id, "historyLength": 100})["result"]

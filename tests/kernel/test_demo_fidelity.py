@@ -25,7 +25,9 @@ TEXTS = {
     "demo": {"plain": "hello", "reason": "[think] hi", "write": "please write file", "slow": "slow [SLOW 8]"},
     "kernel": {"plain": "hello", "reason": "[REASON] hi", "write": "[WRITE] it", "slow": "[SLOW] go"},
 }
-RACE_ATTEMPTS = 12
+#: The kernel's window is a few milliseconds and the demo's 0.2 s: start the new turn right with the
+#: cancel or a little after it, and try often enough to see the race on both.
+RACE_DELAYS_S = (0.0, 0.0, 0.005, 0.01) * 6
 
 
 def _error(reply: dict[str, Any]) -> int | None:
@@ -39,11 +41,11 @@ def _iac_keys(task: dict[str, Any]) -> list[str]:
 
 def _race(a: A2A, texts: dict[str, str], cwd: str) -> Any:
     """A cancel of a waiting task and a new message to its context at the same time, until one fails."""
-    for _ in range(RACE_ATTEMPTS):
+    for delay in RACE_DELAYS_S:
         waiting = a.text(texts["write"], cwd)
         canceller = threading.Thread(target=a.cancel_task, args=(waiting.task_id,))
         canceller.start()
-        time.sleep(0.01)
+        time.sleep(delay)
         racing = a.text(texts["plain"], cwd, context_id=waiting.context_id)
         canceller.join()
         if states(racing)[-1] == "TASK_STATE_FAILED":

@@ -168,6 +168,10 @@ OPTIONS: tuple[Option, ...] = (
         "managed upstream when no --a2a-url: demo or iac-code",
     ),
     Option(
+        "iac_code_bin", "IAC_CODE_BIN", None, _string, "--iac-code-bin must be a path.",
+        "iac-code executable for --managed-a2a iac-code (default: iac-code on PATH)",
+    ),
+    Option(
         "state_dir", "STATE_DIR", None, _string, "--state-dir must be a string.",
         "state directory (default <IAC_CODE_CONFIG_DIR or ~/.iac-code>/agui)",
     ),

@@ -54,6 +54,7 @@ class Settings:
     worker_connections: int = 1000
     worker_tmp_dir: str | None = None
     client_write_timeout_s: float = 60.0  # a stream write not taken by the client in time drops it
+    iac_code_bin: str | None = None  # the managed iac-code executable (else PATH); read by managed.py
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

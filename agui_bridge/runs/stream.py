@@ -23,6 +23,7 @@ from typing import Any
 
 from agui_bridge import tracing
 from agui_bridge.a2a.errors import A2AError
+from agui_bridge.a2a.signals import TERMINAL_STATES
 from agui_bridge.errors import A2AUnavailable, BridgeError, ErrorCode
 from agui_bridge.logs import bind_log_context
 from agui_bridge.projection.pipeline import PipelineMapper
@@ -130,6 +131,25 @@ class RunStream:
         ids = {"agui.thread_id": ticket.thread_id, "agui.run_id": ticket.run_id}
         return {**ids, "agui.execution_id": ticket.execution_id, "agui.resume": ticket.is_resume}
 
+    def _cancel_before_new_message(self, task_id: str, *, waiting: bool) -> Iterator[bytes]:
+        """Cancel an abandoned task of this context and wait for the answer before the next message.
+
+        The kernel drops the context's runtime while it handles the cancel of a running or waiting task;
+        a turn sent to the same context meanwhile fails ("A2A context runtime missing"). An orphan whose
+        turn already ended has nothing to cancel (the kernel refuses: -32002). A failed cancel is logged,
+        not fatal (docs/design.md#cancellation).
+        """
+        client = self._deps.client
+        try:
+            if not waiting:
+                snapshot = yield from self._pacer.call(client.get_task, task_id, name=f"get:{self.key}")
+                ended = snapshot.state == "input-required" and "input" not in snapshot.iac
+                if ended or snapshot.state in TERMINAL_STATES:
+                    return
+            yield from self._pacer.call(client.cancel_task, task_id, name=f"cancel:{self.key}")
+        except A2AError:
+            log.warning("CancelTask failed for an abandoned run", extra={"task_id": task_id})
+
     def _events(self) -> Iterator[bytes]:
         self._started = True
         ticket = self._ticket
@@ -142,8 +162,10 @@ class RunStream:
             reopened = self._turn.pipeline.reopen()  # durable steps of an interrupted execution
             if reopened:
                 yield emit(reopened)
-            for task_id in ticket.orphaned_task_ids + ticket.expired_task_ids:
-                self._end.cancel_later(task_id)
+            for task_id in ticket.orphaned_task_ids:
+                yield from self._cancel_before_new_message(task_id, waiting=False)
+            for task_id in ticket.expired_task_ids:
+                yield from self._cancel_before_new_message(task_id, waiting=True)
             try:
                 if ticket.is_resume:
                     upstream = yield from self._preflight().run()

@@ -18,7 +18,9 @@ from flask.testing import FlaskClient
 from agui_bridge.app import create_app
 from agui_bridge.demo.testing import running_demo_agent
 from agui_bridge.settings import Settings
-from tests.conftest_conformance import *  # noqa: F403
+
+#: Fixtures and session hooks shared as plugins (instead of star imports).
+pytest_plugins = ["tests.conftest_conformance", "tests.message_key_check"]
 
 
 @pytest.fixture(scope="session")

@@ -151,7 +151,10 @@ def config_show(args: argparse.Namespace) -> int:
 
 
 def state_prune(args: argparse.Namespace) -> int:
-    """Remove thread files idle past retention with nothing pending and no live run (D8)."""
+    """Remove thread files idle past retention with nothing pending and no live run.
+
+    See docs/design.md#decision-bounded-state.
+    """
     from agui_bridge.state.beacon import Beacons
     from agui_bridge.state.lease import beacon_check
     from agui_bridge.state.retention import prune
@@ -198,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     show_parser.set_defaults(handler=config_show)
     state_parser = commands.add_parser("state", help="maintain the state directory")
     state_commands = state_parser.add_subparsers(dest="state_command", required=True)
-    prune_parser = state_commands.add_parser("prune", help="remove idle thread files past retention (D8)")
+    prune_parser = state_commands.add_parser("prune", help="remove idle thread files past retention")
     add_arguments(prune_parser)
     prune_parser.add_argument("--dry-run", action="store_true", help="only report what would be removed")
     prune_parser.set_defaults(handler=state_prune)

@@ -82,7 +82,7 @@ def _weight(params: list[str]) -> float:
 
 
 def language_from_accept(header: str | None, default: str) -> str:
-    """Pick the best supported language of an ``Accept-Language`` header (1.7).
+    """Pick the best supported language of an ``Accept-Language`` header.
 
     Highest q wins, ties go to the earliest item; q <= 0, q > 1, non-finite q and unsupported tags
     are dropped; ``*`` stands for ``default``. Nothing usable -> ``default``.

@@ -1,8 +1,10 @@
-"""The per-thread state record and its schemaVersion 1 document (behaviour.md 8.2, 8.4).
+"""The per-thread state record and its schemaVersion 1 document.
+
+See docs/design.md#state-document and docs/design.md#state-load.
 
 Python code works with snake_case dataclasses; camelCase exists only in `to_document`/`from_document`.
 The record has no field for message text, images, credentials or model options, and pending input
-values are cut down to the allow-list of behaviour.md 6.1 on the way in and out, so a secret cannot
+values are cut down to the allow-list of docs/design.md#interrupt-building on the way in and out, so a secret cannot
 reach the file even by mistake.
 """
 
@@ -19,7 +21,7 @@ from agui_bridge.state.keys import context_id_for
 
 SCHEMA_VERSION = 1
 
-#: Input keys that may be persisted/projected (behaviour.md 6.1); everything else is dropped.
+#: Input keys that may be persisted/projected (docs/design.md#interrupt-building); everything else is dropped.
 PENDING_VALUE_KEYS = frozenset(
     {
         "schemaVersion",
@@ -69,7 +71,8 @@ class PendingInterrupt:
 
 @dataclass
 class RunLease:
-    """Durable busy slot (D6): held by `owner`; `expires_at_ms` ends the grace period after which the
+    """Durable busy slot (docs/design.md#decision-many-workers-one-truth): held by `owner`;
+    `expires_at_ms` ends the grace period after which the
     owner's beacon (state/beacon.py) must list the run for the lease to stay live."""
 
     run_id: str
@@ -119,7 +122,7 @@ class ThreadState:
 
 
 def new_thread(thread_id: str, cwd: str, user_id: str | None, ros_invocation_id: str, execution_id: str) -> ThreadState:
-    """A freshly bound thread with its first execution and no task yet (behaviour.md 3.3 step 3)."""
+    """A freshly bound thread with its first execution and no task yet (docs/design.md#admission)."""
     return ThreadState(
         thread_id=thread_id,
         context_id=context_id_for(thread_id),
@@ -164,14 +167,17 @@ def bounded_applied(applied: list[AppliedResume], current_execution_id: str) -> 
 
 
 def rotate_execution(state: ThreadState, ros_invocation_id: str, new_execution_id: str) -> None:
-    """Start a new turn (3.3 step 7): the old execution is recorded as terminal only if it had a task."""
+    """Start a new turn (docs/design.md#admission): the old execution is recorded as terminal only if it had a task."""
     if state.execution.task_id is not None:
         _add_terminal(state, state.execution.execution_id)
     state.execution = Execution(execution_id=new_execution_id, ros_invocation_id=ros_invocation_id)
 
 
 def retire_execution(state: ThreadState) -> None:
-    """Mark the current execution finished: terminal, no task, nothing pending (8.5 "retire")."""
+    """Mark the current execution finished: terminal, no task, nothing pending.
+
+    This is "retire" of docs/design.md#commit-points.
+    """
     _add_terminal(state, state.execution.execution_id)
     state.execution.task_id = None
     state.execution.pending = {}
@@ -229,11 +235,12 @@ def _pending_document(entry: PendingInterrupt) -> dict[str, object]:
 def to_document(state: ThreadState) -> dict[str, object]:
     """The schemaVersion 1 document of `state`.
 
-    Keys come out sorted, except `execution.pending`, which keeps insertion order: RUN_FINISHED lists
-    pending interrupts in insertion order (6.2) and, since every operation re-reads the file (D6), the
-    file is the only place that order can live. Serialise with `sort_keys=False`. For the same reason
-    `runDigests` and `terminalExecutionIds` keep their age order (newest last): they are bounded
-    windows (README "Limits") and the file is where "newest" is remembered.
+        Keys come out sorted, except `execution.pending`, which keeps insertion order: RUN_FINISHED lists
+        pending interrupts in insertion order (docs/design.md#interrupt-commit) and, since every operation re-reads
+    the file (docs/design.md#decision-many-workers-one-truth), the
+        file is the only place that order can live. Serialise with `sort_keys=False`. For the same reason
+        `runDigests` and `terminalExecutionIds` keep their age order (newest last): they are bounded
+        windows (README "Limits") and the file is where "newest" is remembered.
     """
     execution = state.execution
     execution_doc: dict[str, object] = {
@@ -329,7 +336,8 @@ def _pending_from(doc: Mapping[str, object]) -> dict[str, PendingInterrupt]:
             raise StateCorrupt("execution.pending[].value.inputId must equal its key")
         expires_raw = entry.get("expiresAt")
         if expires_raw is None:
-            expires_at_ms = 0  # written before D1: treat as already expired so the next access cleans up
+            # Written before interrupts expired: treat as already expired so the next access cleans up.
+            expires_at_ms = 0
         elif isinstance(expires_raw, str):
             try:
                 expires_at_ms = parse_rfc3339_ms(expires_raw)
@@ -432,7 +440,7 @@ def _from_document(doc: object, thread_id: str) -> ThreadState:
 
 
 def from_document(doc: object, thread_id: str) -> ThreadState:
-    """Validate a parsed document strictly (8.4) and build the record; raises `StateCorrupt`."""
+    """Validate a parsed document strictly (docs/design.md#state-load) and build the record; raises `StateCorrupt`."""
     try:
         return _from_document(doc, thread_id)
     except RecursionError:

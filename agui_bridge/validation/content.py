@@ -1,4 +1,5 @@
-"""The user message of a new run -> A2A 1.0 message parts (behaviour.md 2.4, D10).
+"""The user message of a new run -> A2A 1.0 message parts (docs/design.md#message-content,
+docs/design.md#decision-images-validated-passed-through).
 
 These checks run *in-stream* (after RUN_STARTED): every failure is ``InvalidInput(<key>)`` that the
 run turns into ``RUN_ERROR(INVALID_INPUT)``. Images are validated, never re-encoded: strict base64,
@@ -52,7 +53,10 @@ def detect_image_type(data: bytes) -> str | None:
 
 
 def is_safe_filename(name: object) -> bool:
-    """True if ``name`` is already a safe basename that a sanitiser would leave unchanged (2.4)."""
+    """True if ``name`` is already a safe basename that a sanitiser would leave unchanged.
+
+    See docs/design.md#message-content.
+    """
     if not isinstance(name, str) or not name or name in {".", ".."}:
         return False
     if len(name.encode("utf-8", errors="surrogatepass")) > MAX_FILENAME_BYTES:

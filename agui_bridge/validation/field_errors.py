@@ -1,4 +1,4 @@
-"""Turn marshmallow error trees into JSON-Pointer field errors (behaviour.md D3, stack-notes 4.2).
+"""Turn marshmallow error trees into JSON-Pointer field errors (docs/design.md#field-errors).
 
 Our schemas never emit English: every error message they raise is an encoded *rule string*
 ``"<message_key>|<param>=<value>|..."`` (e.g. ``"field_enum|choices=normal, pipeline"``), so the

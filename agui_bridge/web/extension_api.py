@@ -1,4 +1,4 @@
-"""`POST /extensions/iac-code/v1/executions/<executionId>/cancel` (behaviour.md 7)."""
+"""`POST /extensions/iac-code/v1/executions/<executionId>/cancel` (docs/design.md#cancellation)."""
 
 from __future__ import annotations
 

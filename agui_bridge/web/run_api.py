@@ -1,4 +1,4 @@
-"""`POST /`: RunAgentInput in, SSE out (behaviour.md 1.4, checks in exact order)."""
+"""`POST /`: RunAgentInput in, SSE out (docs/design.md#pre-stream-checks, in exact order)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`POST /extensions/iac-code/v1/threads/<threadId>/status`: the thread status extension (issue 7).
 
-Same checks, order, limits and error envelope as the cancellation extension (behaviour.md 7):
+Same checks, order, limits and error envelope as the cancellation extension (docs/design.md#cancellation):
 language from Accept-Language, auth 401, media type 415, 64 KiB body limit 413, JSON 400, object
 400, then `rosInvocationId` (a non-empty string) 400. The answer is built by `runs.status`.
 """

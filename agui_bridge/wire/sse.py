@@ -1,4 +1,5 @@
-"""Server-sent-event framing toward AG-UI clients: LF only, compact UTF-8 JSON (D2)."""
+"""Server-sent-event framing toward AG-UI clients: LF only, compact UTF-8 JSON
+(docs/design.md#decision-balanced-spans-and-strict-framing)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,6 @@ SSE_RESPONSE_HEADERS: tuple[tuple[str, str], ...] = (
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def encode_event(event: Mapping[str, Any]) -> bytes:
-    return b"data: " + _encoder.encode(event).encode("utf-8") + b"\n\n"
 
 
 def encode_events(events: Iterable[Mapping[str, Any]]) -> bytes:

@@ -45,6 +45,8 @@ RULE_OF_KEY: dict[str, str] = {
     "schema_version": "schema_version",
     "forwarded_props_only_iaccode": "only_iaccode",
     "tools_not_supported": "tools_not_supported",
+    "cancel_fields_required": "required",
+    "status_ros_required": "required",
 }
 
 # marshmallow's own default texts, in case a stock field or validator ever reports one.

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agui_bridge.message_keys import MessageKey
+
 __all__ = [
     "RULE_OF_KEY",
     "FieldError",
@@ -28,39 +30,39 @@ __all__ = [
 
 #: message key -> short machine rule name (the ``rule`` of a FieldError).
 RULE_OF_KEY: dict[str, str] = {
-    "field_required": "required",
-    "field_unknown": "unknown",
-    "field_null": "null",
-    "field_conflict": "conflict",
-    "field_type_string": "type",
-    "field_type_integer": "type",
-    "field_type_boolean": "type",
-    "field_type_object": "type",
-    "field_type_array": "type",
-    "field_type_content": "type",
-    "field_enum": "enum",
-    "field_length": "length",
-    "field_positive": "positive",
-    "field_invalid": "invalid",
-    "schema_version": "schema_version",
-    "forwarded_props_only_iaccode": "only_iaccode",
-    "tools_not_supported": "tools_not_supported",
-    "cancel_fields_required": "required",
-    "status_ros_required": "required",
+    MessageKey.FIELD_REQUIRED: "required",
+    MessageKey.FIELD_UNKNOWN: "unknown",
+    MessageKey.FIELD_NULL: "null",
+    MessageKey.FIELD_CONFLICT: "conflict",
+    MessageKey.FIELD_TYPE_STRING: "type",
+    MessageKey.FIELD_TYPE_INTEGER: "type",
+    MessageKey.FIELD_TYPE_BOOLEAN: "type",
+    MessageKey.FIELD_TYPE_OBJECT: "type",
+    MessageKey.FIELD_TYPE_ARRAY: "type",
+    MessageKey.FIELD_TYPE_CONTENT: "type",
+    MessageKey.FIELD_ENUM: "enum",
+    MessageKey.FIELD_LENGTH: "length",
+    MessageKey.FIELD_POSITIVE: "positive",
+    MessageKey.FIELD_INVALID: "invalid",
+    MessageKey.SCHEMA_VERSION: "schema_version",
+    MessageKey.FORWARDED_PROPS_ONLY_IACCODE: "only_iaccode",
+    MessageKey.TOOLS_NOT_SUPPORTED: "tools_not_supported",
+    MessageKey.CANCEL_FIELDS_REQUIRED: "required",
+    MessageKey.STATUS_ROS_REQUIRED: "required",
 }
 
 # marshmallow's own default texts, in case a stock field or validator ever reports one.
 _MARSHMALLOW_TEXTS: dict[str, str] = {
-    "Missing data for required field.": "field_required",
-    "Unknown field.": "field_unknown",
-    "Field may not be null.": "field_null",
-    "Not a valid string.": "field_type_string",
-    "Not a valid integer.": "field_type_integer",
-    "Not a valid boolean.": "field_type_boolean",
-    "Not a valid mapping type.": "field_type_object",
-    "Not a valid list.": "field_type_array",
-    "Invalid input type.": "field_type_object",
-    "Invalid type.": "field_type_object",
+    "Missing data for required field.": MessageKey.FIELD_REQUIRED,
+    "Unknown field.": MessageKey.FIELD_UNKNOWN,
+    "Field may not be null.": MessageKey.FIELD_NULL,
+    "Not a valid string.": MessageKey.FIELD_TYPE_STRING,
+    "Not a valid integer.": MessageKey.FIELD_TYPE_INTEGER,
+    "Not a valid boolean.": MessageKey.FIELD_TYPE_BOOLEAN,
+    "Not a valid mapping type.": MessageKey.FIELD_TYPE_OBJECT,
+    "Not a valid list.": MessageKey.FIELD_TYPE_ARRAY,
+    "Invalid input type.": MessageKey.FIELD_TYPE_OBJECT,
+    "Invalid type.": MessageKey.FIELD_TYPE_OBJECT,
 }
 
 
@@ -134,7 +136,7 @@ def _decode(message: object) -> tuple[str, dict[str, str]]:
         return _MARSHMALLOW_TEXTS[message], {}
     if isinstance(message, str) and message in RULE_OF_KEY:
         return message, {}
-    return "field_invalid", {}
+    return MessageKey.FIELD_INVALID, {}
 
 
 def _sort_key(error: FieldError) -> tuple[tuple[int, int, str], ...]:
@@ -210,4 +212,4 @@ def first_error(messages: Mapping[Any, Any], prefix: str = "", document: object 
     if errors:
         return errors[0]
     tokens = _split_prefix(prefix)
-    return FieldError(prefix, "invalid", "field_invalid", {"field": display_path(tokens)})
+    return FieldError(prefix, "invalid", MessageKey.FIELD_INVALID, {"field": display_path(tokens)})

@@ -92,7 +92,11 @@ def require_json_media_type(content_type: str | None) -> None:
 
 
 def read_limited(
-    stream: IO[bytes], content_length: str | None, limit: int, too_large_key: str, truncated_key: str = "invalid_json"
+    stream: IO[bytes],
+    content_length: str | None,
+    limit: int,
+    too_large_key: str,
+    truncated_key: str = MessageKey.INVALID_JSON,
 ) -> bytes:
     """Read at most `limit` bytes; a body cut short by the client is invalid JSON, never a 400 page."""
     if content_length is not None:
@@ -127,7 +131,7 @@ def decode_json(body: bytes, invalid_key: str) -> Any:
         return json.loads(body)
     except RecursionError:
         raise InvalidInput(
-            "json_too_deep", field="", params={"field": "RunAgentInput", "max": str(limits.MAX_JSON_DEPTH)}
+            MessageKey.JSON_TOO_DEEP, field="", params={"field": "RunAgentInput", "max": str(limits.MAX_JSON_DEPTH)}
         ) from None
     except ValueError:
         raise InvalidJson(invalid_key) from None

@@ -2,14 +2,16 @@
 
 `create_app` is imported lazily so that `deploy/gunicorn.conf.py` and the CLI can import small
 stdlib-only modules of this package in the gunicorn master without pulling in Flask, requests or
-filelock before gevent patches the worker (stack-notes 2.1).
+filelock before gevent patches the worker (docs/design.md#process-model).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from agui_bridge._version import __version__
+
+__all__ = ["__version__", "create_app"]
 
 if TYPE_CHECKING:
     from agui_bridge.app import create_app as create_app

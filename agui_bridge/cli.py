@@ -9,6 +9,7 @@ process is the gunicorn master).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import sys
@@ -21,7 +22,24 @@ from agui_bridge.config import ConfigError, add_arguments, build_settings, descr
 if TYPE_CHECKING:
     from agui_bridge.settings import Settings
 
-__all__ = ["ConfigError", "build_parser", "main"]
+__all__ = ["DEMO_EXTRA_HINT", "ConfigError", "build_parser", "main"]
+
+#: The one line `serve` (with the demo as its managed upstream) and `demo-agent` print without the extra.
+DEMO_EXTRA_HINT = (
+    "the demo agent needs the 'demo' extra: pip install 'agui-bridge[demo]' "
+    "(or pass --a2a-url to use your own A2A server)"
+)
+_DEMO_MODULES = ("a2a", "uvicorn")
+
+
+def require_demo_extra() -> None:
+    """Raise ConfigError (exit 2) unless the demo agent's dependencies are installed.
+
+    `find_spec` looks the packages up without importing them: this process may become the gunicorn
+    master, which must not load a2a-sdk (the demo runs as a child process).
+    """
+    if any(importlib.util.find_spec(name) is None for name in _DEMO_MODULES):
+        raise ConfigError(DEMO_EXTRA_HINT)
 
 
 def run_gunicorn(settings: Settings) -> None:
@@ -55,6 +73,8 @@ def serve(args: argparse.Namespace) -> int:
     upstream_lost = threading.Event()
     managed: ManagedUpstream | None = None
     if settings.a2a_url is None:
+        if settings.managed_a2a == "demo":
+            require_demo_extra()
         managed = ManagedUpstream(settings.managed_a2a, worker_environment(resolved, os.environ))
         try:
             managed.start()
@@ -108,6 +128,7 @@ def _prepare_metrics_dir(env: MutableMapping[str, str]) -> str | None:
 
 
 def demo_agent(args: argparse.Namespace) -> int:
+    require_demo_extra()
     from agui_bridge.demo.server import run_demo_agent, token_from_env
 
     run_demo_agent(args.host, args.port, token_from_env(os.environ))
@@ -130,7 +151,10 @@ def config_show(args: argparse.Namespace) -> int:
 
 
 def state_prune(args: argparse.Namespace) -> int:
-    """Remove thread files idle past retention with nothing pending and no live run (D8)."""
+    """Remove thread files idle past retention with nothing pending and no live run.
+
+    See docs/design.md#decision-bounded-state.
+    """
     from agui_bridge.state.beacon import Beacons
     from agui_bridge.state.lease import beacon_check
     from agui_bridge.state.retention import prune
@@ -177,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     show_parser.set_defaults(handler=config_show)
     state_parser = commands.add_parser("state", help="maintain the state directory")
     state_commands = state_parser.add_subparsers(dest="state_command", required=True)
-    prune_parser = state_commands.add_parser("prune", help="remove idle thread files past retention (D8)")
+    prune_parser = state_commands.add_parser("prune", help="remove idle thread files past retention")
     add_arguments(prune_parser)
     prune_parser.add_argument("--dry-run", action="store_true", help="only report what would be removed")
     prune_parser.set_defaults(handler=state_prune)

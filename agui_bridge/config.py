@@ -257,7 +257,6 @@ OPTIONS: tuple[Option, ...] = (
         setting="client_write_timeout_s",
     ),
 )  # fmt: skip
-BY_NAME = {option.name: option for option in OPTIONS}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

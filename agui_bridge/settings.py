@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agui_bridge._version import __version__
+
 ENV_PREFIX = "IAC_CODE_AGUI_"
 MIB = 1024 * 1024
 
@@ -47,7 +49,7 @@ class Settings:
     default_language: str = "en"
     log_level: str = "info"
     log_format: str = "text"
-    server_version: str = "0.1.0"
+    server_version: str = __version__
     console_enabled: bool = False
     allow_unauthenticated: bool = False  # a non-loopback bind without a token (Host stays loopback-only)
     graceful_timeout_s: int = 30

@@ -8,7 +8,8 @@ Usage in a test (bytes exactly as the server sent them)::
     events = assert_valid_agui_stream(raw, expect_terminal="RUN_FINISHED")
     assert event_types(events)[:2] == ["RUN_STARTED", "CUSTOM"]
 
-What :func:`assert_valid_agui_stream` enforces (behaviour.md §0 D2/D9, §5.1-5.11):
+What :func:`assert_valid_agui_stream` enforces (docs/design.md#decision-balanced-spans-and-strict-framing,
+docs/design.md#decision-agui-1-0-clients, docs/design.md#projection):
 
 * framing: UTF-8, LF only (no ``\\r`` anywhere), every record is ``data: <json>\\n\\n`` (one
   line, compact JSON, non-ASCII literal, no duplicate keys) or the ``: heartbeat\\n\\n`` comment;
@@ -17,7 +18,7 @@ What :func:`assert_valid_agui_stream` enforces (behaviour.md §0 D2/D9, §5.1-5.
 * no unknown fields: the 1.0 models are ``extra="allow"`` (see ``GeneratedBaseModel``), so an extra
   key would validate silently, while the official ``@ag-ui/client`` strips it with a warning. Every
   model in the validated tree is therefore checked for extras. The only allowed extras are
-  ``RUN_ERROR.threadId``/``runId`` (the reference adapter's fields, §5.1) -- because the models
+  ``RUN_ERROR.threadId``/``runId`` (the reference adapter's fields) -- because the models
   allow extras there is no need to validate a stripped copy; the extras are simply allow-listed;
 * every event carries an integer ``timestamp`` (``bool``/``float`` rejected);
 * no JSON ``null`` anywhere except inside free-form objects (``CUSTOM.value``,
@@ -28,8 +29,8 @@ What :func:`assert_valid_agui_stream` enforces (behaviour.md §0 D2/D9, §5.1-5.
 * balanced spans: TEXT_MESSAGE_* per messageId, TOOL_CALL_START/ARGS/END per toolCallId,
   REASONING_START/END and REASONING_MESSAGE_START/CONTENT/END per messageId (tracked separately,
   as the client does), STEP_STARTED/FINISHED per stepName; no span opened twice, continued or
-  closed when not open, or left open at RUN_FINISHED *or* RUN_ERROR (D2 is stricter than the
-  official verifier, which only checks at RUN_FINISHED).
+  closed when not open, or left open at RUN_FINISHED *or* RUN_ERROR (our strict-framing decision is stricter than
+  the official verifier, which only checks at RUN_FINISHED).
 
 Streams that pass are also written to the session's capture directory (see
 ``tests/conftest_conformance.py``), where the Node verifier replays them through the official
@@ -73,7 +74,8 @@ _ALLOWED_EXTRAS: Mapping[str, frozenset[str]] = {
 }
 
 # JSON paths (``*`` = any array index / key) whose subtree is free-form data where a null is
-# meaningful (§5.1). Paths not listed may not hold a null at any depth.
+# meaningful (docs/design.md#decision-balanced-spans-and-strict-framing). Paths not listed may not
+# hold a null at any depth.
 _FREE_FORM: Mapping[str, tuple[str, ...]] = {
     "*": ("/metadata", "/rawEvent"),
     "CUSTOM": ("/value",),

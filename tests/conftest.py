@@ -17,7 +17,9 @@ from flask.testing import FlaskClient
 
 from agui_bridge.settings import Settings
 from agui_bridge.testing import AguiClient, Upstream
-from tests.conftest_conformance import *  # noqa: F403
+
+#: Fixtures and session hooks shared as plugins (instead of star imports).
+pytest_plugins = ["tests.conftest_conformance", "tests.message_key_check"]
 
 
 @pytest.fixture(scope="session")

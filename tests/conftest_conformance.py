@@ -1,19 +1,7 @@
 """Session-level AG-UI conformance: replay every accepted stream through ``@ag-ui/client`` 1.0.
 
-Wiring (in ``tests/conftest.py``)::
-
-    from tests.conftest_conformance import *  # noqa: F403  (fixture + session hooks)
-
-or explicitly::
-
-    from tests.conftest_conformance import (  # noqa: F401
-        agui_capture_dir,
-        pytest_sessionfinish,
-        pytest_sessionstart,
-    )
-
-If tests/conftest.py already defines ``pytest_sessionstart``/``pytest_sessionfinish``, call
-:func:`conformance_sessionstart` / :func:`conformance_sessionfinish` from them instead.
+Wiring: ``tests/conftest.py`` lists this module in ``pytest_plugins``, which registers the fixture
+and the session hooks below.
 
 How it works:
 

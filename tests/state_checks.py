@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-#: behaviour.md 8.2: the schemaVersion 1 document, plus the lease and the prune clock (D6, D8).
+#: The schemaVersion 1 document (docs/design.md#state-document), plus the lease and the prune clock.
 DOCUMENTED_KEYS = frozenset(
     {
         "schemaVersion",

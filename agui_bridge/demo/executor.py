@@ -20,12 +20,13 @@ goes on in the background while the answer's request returns at once (README "Pi
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
 import enum
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -119,6 +120,10 @@ class FlowControl:
         # Let the consumer and the streams run: an enqueue into a non-full queue never yields.
         await asyncio.sleep(0)
 
+    def holds(self, task_id: str) -> bool:
+        """True while any counter of ``task_id`` is kept."""
+        return task_id in self._produced or task_id in self._streams or task_id in self._changed
+
     def forget(self, task_id: str) -> None:
         """Drop the counters of a task whose streams are all gone."""
         if task_id not in self._streams:
@@ -149,6 +154,9 @@ PIPELINE_TASK_SUFFIX = 16
 #: After a sideband answer the turn waits this long for a ``SubscribeToTask`` before it goes on, so
 #: the follower sees every later event (the kernel goes on at once; see README "Pipeline").
 SIDEBAND_SUBSCRIBE_GRACE = 3.0
+#: Ended (cancelled or failed) tasks whose ``GetTask`` overlay and Pipeline state stay readable;
+#: older ones are forgotten so a long-running demo agent does not grow without bound.
+ENDED_TASKS_KEPT = 64
 #: Pipeline-level ``status`` after these event types (the snapshot's ``status``).
 _RUN_STATUS = {
     "pipeline_started": "running",
@@ -627,6 +635,45 @@ class DemoAgentExecutor(AgentExecutor):
         #: contextIds whose runtime a cancel is tearing down (count of cancels in progress).
         self._teardowns: dict[str, int] = {}
         self.cancel_teardown_s = CANCEL_TEARDOWN_S
+        self._ended: collections.deque[str] = collections.deque()
+
+    def tables_holding(self, task_id: str) -> list[str]:
+        """Names of the per-task tables that still hold ``task_id`` (for tests and debugging)."""
+        tables: dict[str, Container[str]] = {
+            "waits": self._waits,
+            "answered": self._answered,
+            "executions": self._executions,
+            "sidebands": self._sidebands,
+            "sideband_answered": self._sideband_answered,
+            "subscribers": self._subscribers,
+            "task_metadata": self.task_metadata,
+            "pipelines": self.pipelines,
+            "cancelled": self._cancelled,
+            "running": self._running,
+        }
+        held = [name for name, table in tables.items() if task_id in table]
+        return held + (["flow"] if self.flow.holds(task_id) else [])
+
+    def _end_task(self, task_id: str) -> None:
+        """Free a cancelled or failed task's working state; keep its read-only views a while."""
+        working: tuple[dict[str, Any], ...] = (
+            self._waits,
+            self._answered,
+            self._executions,
+            self._sidebands,
+            self._sideband_answered,
+            self._subscribers,
+        )
+        for table in working:
+            table.pop(task_id, None)
+        if task_id not in self._ended:
+            self._ended.append(task_id)
+        while len(self._ended) > ENDED_TASKS_KEPT:
+            old = self._ended.popleft()
+            self.task_metadata.pop(old, None)
+            self.pipelines.pop(old, None)
+            if old not in self._running:
+                self._cancelled.discard(old)
 
     def session_id(self, context_id: str) -> str:
         """The ``iacCodeSessionId`` of a context: a uuid4 chosen on first sight, then stable."""
@@ -801,6 +848,8 @@ class DemoAgentExecutor(AgentExecutor):
                 continue
             flow = await turn.run_step(step)
             if flow is _Flow.STOP:
+                if isinstance(step, sc.Fail):
+                    self._end_task(turn.task_id)
                 return
             if flow is _Flow.SUSPEND and isinstance(step, sc.Ask):
                 await self._ask(turn, script, step)
@@ -1042,3 +1091,4 @@ class DemoAgentExecutor(AgentExecutor):
                 metadata={"iac_code": {"iacCodeSessionId": self.session_id(context_id)}},
             )
         )
+        self._end_task(task_id)

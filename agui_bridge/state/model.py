@@ -1,8 +1,10 @@
-"""The per-thread state record and its schemaVersion 1 document (behaviour.md 8.2, 8.4).
+"""The per-thread state record and its schemaVersion 1 document.
+
+See docs/design.md#state-document and docs/design.md#state-load.
 
 Python code works with snake_case dataclasses; camelCase exists only in `to_document`/`from_document`.
 The record has no field for message text, images, credentials or model options, and pending input
-values are cut down to the allow-list of behaviour.md 6.1 on the way in and out, so a secret cannot
+values are cut down to the allow-list of docs/design.md#interrupt-building on the way in and out, so a secret cannot
 reach the file even by mistake.
 """
 
@@ -14,12 +16,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from agui_bridge import limits
-from agui_bridge.state.errors import StateCorrupt
 from agui_bridge.state.keys import context_id_for
 
 SCHEMA_VERSION = 1
 
-#: Input keys that may be persisted/projected (behaviour.md 6.1); everything else is dropped.
+#: Input keys that may be persisted/projected (docs/design.md#interrupt-building); everything else is dropped.
 PENDING_VALUE_KEYS = frozenset(
     {
         "schemaVersion",
@@ -49,8 +50,6 @@ PENDING_VALUE_KEYS = frozenset(
     }
 )
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -69,7 +68,8 @@ class PendingInterrupt:
 
 @dataclass
 class RunLease:
-    """Durable busy slot (D6): held by `owner`; `expires_at_ms` ends the grace period after which the
+    """Durable busy slot (docs/design.md#decision-many-workers-one-truth): held by `owner`;
+    `expires_at_ms` ends the grace period after which the
     owner's beacon (state/beacon.py) must list the run for the lease to stay live."""
 
     run_id: str
@@ -119,7 +119,7 @@ class ThreadState:
 
 
 def new_thread(thread_id: str, cwd: str, user_id: str | None, ros_invocation_id: str, execution_id: str) -> ThreadState:
-    """A freshly bound thread with its first execution and no task yet (behaviour.md 3.3 step 3)."""
+    """A freshly bound thread with its first execution and no task yet (docs/design.md#admission)."""
     return ThreadState(
         thread_id=thread_id,
         context_id=context_id_for(thread_id),
@@ -164,14 +164,17 @@ def bounded_applied(applied: list[AppliedResume], current_execution_id: str) -> 
 
 
 def rotate_execution(state: ThreadState, ros_invocation_id: str, new_execution_id: str) -> None:
-    """Start a new turn (3.3 step 7): the old execution is recorded as terminal only if it had a task."""
+    """Start a new turn (docs/design.md#admission): the old execution is recorded as terminal only if it had a task."""
     if state.execution.task_id is not None:
         _add_terminal(state, state.execution.execution_id)
     state.execution = Execution(execution_id=new_execution_id, ros_invocation_id=ros_invocation_id)
 
 
 def retire_execution(state: ThreadState) -> None:
-    """Mark the current execution finished: terminal, no task, nothing pending (8.5 "retire")."""
+    """Mark the current execution finished: terminal, no task, nothing pending.
+
+    This is "retire" of docs/design.md#commit-points.
+    """
     _add_terminal(state, state.execution.execution_id)
     state.execution.task_id = None
     state.execution.pending = {}
@@ -212,7 +215,8 @@ def _sorted_json(value: object) -> object:
     return value
 
 
-def _allowed_value(value: Mapping[str, object]) -> dict[str, object]:
+def allowed_value(value: Mapping[str, object]) -> dict[str, object]:
+    """The allow-listed keys of a pending input value, deep-copied with sorted keys."""
     return {key: _sorted_json(value[key]) for key in sorted(value) if key in PENDING_VALUE_KEYS}
 
 
@@ -222,7 +226,7 @@ def _pending_document(entry: PendingInterrupt) -> dict[str, object]:
         doc["announced"] = _sorted_json(entry.announced)
     doc["expiresAt"] = format_rfc3339_ms(entry.expires_at_ms)
     doc["sideband"] = bool(entry.sideband)
-    doc["value"] = _allowed_value(entry.value)
+    doc["value"] = allowed_value(entry.value)
     return doc
 
 
@@ -230,10 +234,11 @@ def to_document(state: ThreadState) -> dict[str, object]:
     """The schemaVersion 1 document of `state`.
 
     Keys come out sorted, except `execution.pending`, which keeps insertion order: RUN_FINISHED lists
-    pending interrupts in insertion order (6.2) and, since every operation re-reads the file (D6), the
-    file is the only place that order can live. Serialise with `sort_keys=False`. For the same reason
-    `runDigests` and `terminalExecutionIds` keep their age order (newest last): they are bounded
-    windows (README "Limits") and the file is where "newest" is remembered.
+    pending interrupts in insertion order (docs/design.md#interrupt-commit) and, since every operation
+    re-reads the file (docs/design.md#decision-many-workers-one-truth), the file is the only place
+    that order can live. Serialise with `sort_keys=False`. For the same reason
+        `runDigests` and `terminalExecutionIds` keep their age order (newest last): they are bounded
+        windows (README "Limits") and the file is where "newest" is remembered.
     """
     execution = state.execution
     execution_doc: dict[str, object] = {
@@ -278,162 +283,12 @@ def to_document(state: ThreadState) -> dict[str, object]:
 # --------------------------------------------------------------------------------------------- from document
 
 
-def _object(value: object, where: str) -> dict[str, object]:
-    if not isinstance(value, dict):
-        raise StateCorrupt(f"{where} must be an object")
-    return value
-
-
-def _text(doc: Mapping[str, object], key: str, where: str) -> str:
-    value = doc.get(key)
-    if not isinstance(value, str) or not value:
-        raise StateCorrupt(f"{where}{key} must be a non-empty string")
-    return value
-
-
-def _optional_text(doc: Mapping[str, object], key: str, where: str) -> str | None:
-    value = doc.get(key)
-    if value is not None and not isinstance(value, str):
-        raise StateCorrupt(f"{where}{key} must be a string or null")
-    return value
-
-
-def _natural(doc: Mapping[str, object], key: str, where: str) -> int:
-    value = doc.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise StateCorrupt(f"{where}{key} must be an integer >= 0")
-    return value
-
-
-def _flag(doc: Mapping[str, object], key: str, where: str) -> bool:
-    value = doc.get(key, False)
-    if not isinstance(value, bool):
-        raise StateCorrupt(f"{where}{key} must be a boolean")
-    return value
-
-
-def _list(doc: Mapping[str, object], key: str, where: str) -> list[object]:
-    value = doc.get(key, [])
-    if not isinstance(value, list):
-        raise StateCorrupt(f"{where}{key} must be an array")
-    return value
-
-
-def _pending_from(doc: Mapping[str, object]) -> dict[str, PendingInterrupt]:
-    raw = _object(doc.get("pending", {}), "execution.pending")
-    pending: dict[str, PendingInterrupt] = {}
-    for input_id, entry_raw in raw.items():
-        entry = _object(entry_raw, "execution.pending entry")
-        value = _object(entry.get("value"), "execution.pending[].value")
-        if value.get("inputId") != input_id or not input_id:
-            raise StateCorrupt("execution.pending[].value.inputId must equal its key")
-        expires_raw = entry.get("expiresAt")
-        if expires_raw is None:
-            expires_at_ms = 0  # written before D1: treat as already expired so the next access cleans up
-        elif isinstance(expires_raw, str):
-            try:
-                expires_at_ms = parse_rfc3339_ms(expires_raw)
-            except ValueError:
-                raise StateCorrupt("execution.pending[].expiresAt must be an RFC 3339 timestamp") from None
-        else:
-            raise StateCorrupt("execution.pending[].expiresAt must be an RFC 3339 timestamp")
-        announced_raw = entry.get("announced")
-        announced = None
-        if announced_raw is not None:
-            announced = _object(announced_raw, "execution.pending[].announced")
-        pending[input_id] = PendingInterrupt(
-            value=_allowed_value(value),
-            sideband=_flag(entry, "sideband", "execution.pending[]."),
-            expires_at_ms=expires_at_ms,
-            announced=announced,
-        )
-    return pending
-
-
-def _execution_from(raw: object) -> Execution:
-    doc = _object(raw, "execution")
-    steps = _list(doc, "pipelineOpenSteps", "execution.")
-    if not all(isinstance(step, str) and step for step in steps):
-        raise StateCorrupt("execution.pipelineOpenSteps must hold non-empty strings")
-    digests = _list(doc, "textSnapshotDigests", "execution.")
-    if not all(isinstance(d, str) and _HEX64.fullmatch(d) for d in digests):
-        raise StateCorrupt("execution.textSnapshotDigests must hold 64-char lowercase hex strings")
-    return Execution(
-        execution_id=_text(doc, "executionId", "execution."),
-        ros_invocation_id=_text(doc, "rosInvocationId", "execution."),
-        task_id=_optional_text(doc, "taskId", "execution."),
-        pipeline_sequence=_natural(doc, "pipelineSequence", "execution."),
-        pipeline_open_steps=sorted({str(step) for step in steps}),
-        text_snapshot_digests=sorted({str(d) for d in digests}),
-        pending=_pending_from(doc),
-        traceparent=_traceparent(doc.get("traceparent")),
-    )
-
-
-def _traceparent(raw: object) -> str | None:
-    """Tracing is never a reason to call a thread file corrupt: anything but a valid id is dropped."""
-    return raw if isinstance(raw, str) and _TRACEPARENT.fullmatch(raw) else None
-
-
-def _lease_from(raw: object) -> RunLease:
-    doc = _object(raw, "activeRun")
-    return RunLease(
-        run_id=_text(doc, "runId", "activeRun."),
-        execution_id=_text(doc, "executionId", "activeRun."),
-        owner=_text(doc, "owner", "activeRun."),
-        expires_at_ms=_natural(doc, "leaseUntil", "activeRun."),
-        cancel_requested=_flag(doc, "cancelRequested", "activeRun."),
-    )
-
-
-def _applied_from(doc: Mapping[str, object]) -> list[AppliedResume]:
-    applied: list[AppliedResume] = []
-    for raw in _list(doc, "appliedResumeDigests", ""):
-        entry = _object(raw, "appliedResumeDigests entry")
-        applied.append(
-            AppliedResume(
-                execution_id=_text(entry, "executionId", "appliedResumeDigests[]."),
-                interrupt_id=_text(entry, "interruptId", "appliedResumeDigests[]."),
-                digest=_text(entry, "digest", "appliedResumeDigests[]."),
-            )
-        )
-    applied.sort(key=lambda a: (a.execution_id, a.interrupt_id, a.digest))
-    return applied
-
-
-def _from_document(doc: object, thread_id: str) -> ThreadState:
-    top = _object(doc, "document")
-    version = top.get("schemaVersion")
-    if isinstance(version, bool) or version != SCHEMA_VERSION:
-        raise StateCorrupt("unsupported schemaVersion")
-    if top.get("threadId") != thread_id:
-        raise StateCorrupt("threadId does not match the requested thread")
-    run_digests_raw = _object(top.get("runDigests", {}), "runDigests")
-    run_digests = {
-        run_id: digest
-        for run_id, digest in run_digests_raw.items()
-        if isinstance(run_id, str) and run_id and isinstance(digest, str) and digest
-    }
-    terminal = _list(top, "terminalExecutionIds", "")
-    active_raw = top.get("activeRun")
-    return ThreadState(
-        thread_id=_text(top, "threadId", ""),
-        context_id=_text(top, "contextId", ""),
-        cwd=_text(top, "cwd", ""),
-        user_id=_optional_text(top, "userId", ""),
-        session_id=_optional_text(top, "iacCodeSessionId", ""),
-        execution=_execution_from(top.get("execution")),
-        run_digests=run_digests,
-        applied_resume_digests=_applied_from(top),
-        terminal_execution_ids=list(dict.fromkeys(t for t in terminal if isinstance(t, str) and t)),
-        active_run=None if active_raw is None else _lease_from(active_raw),
-        last_activity_ms=_natural(top, "lastActivityAt", ""),
-    )
-
-
 def from_document(doc: object, thread_id: str) -> ThreadState:
-    """Validate a parsed document strictly (8.4) and build the record; raises `StateCorrupt`."""
-    try:
-        return _from_document(doc, thread_id)
-    except RecursionError:
-        raise StateCorrupt("document is nested too deeply") from None
+    """Validate a parsed document strictly (docs/design.md#state-load) and build the record.
+
+    Raises `StateCorrupt` naming the first problem. The schemas live in `state.document`, which builds
+    this module's records (hence the import here, not at the top).
+    """
+    from agui_bridge.state.document import load_document
+
+    return load_document(doc, thread_id)

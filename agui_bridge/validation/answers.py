@@ -1,7 +1,7 @@
-"""Interrupt answers checked against the interrupt's `responseSchema` (pure; behaviour.md 6.5).
+"""Interrupt answers checked against the interrupt's `responseSchema` (pure; docs/design.md#answer-validation).
 
 JSON Schema Draft 2020-12 with formats checked and a registry that holds the meta-schemas only, so a
-`$ref` can never make the bridge fetch anything (stack-notes 4.3: the default registry would).
+`$ref` can never make the bridge fetch anything (the default registry would; docs/design.md#answer-validation).
 Validators are cached by the canonical text of their schema; there are few distinct schemas.
 """
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from agui_bridge import limits
 from agui_bridge.errors import InvalidInput
+from agui_bridge.message_keys import MessageKey
 from agui_bridge.validation.field_errors import display_path, pointer_from_tokens
 
 __all__ = ["check_body_bounds", "check_id", "check_json_shape", "check_run_input_bounds", "prescan_json_text"]
@@ -43,11 +44,11 @@ def prescan_json_text(body: bytes) -> None:
         if first == _COMMA:
             commas += 1
             if commas >= limits.MAX_JSON_VALUES:
-                raise _fail("json_too_many_values", (), max=limits.MAX_JSON_VALUES)
+                raise _fail(MessageKey.JSON_TOO_MANY_VALUES, (), max=limits.MAX_JSON_VALUES)
         elif first in _OPENERS:
             depth += 1
             if depth > limits.MAX_JSON_DEPTH:
-                raise _fail("json_too_deep", (), max=limits.MAX_JSON_DEPTH)
+                raise _fail(MessageKey.JSON_TOO_DEEP, (), max=limits.MAX_JSON_DEPTH)
         elif first in _CLOSERS:
             depth -= 1
 
@@ -66,7 +67,7 @@ def check_json_shape(value: object) -> None:
         node, depth, link = stack.pop()
         count += 1
         if count > limits.MAX_JSON_VALUES:
-            raise _fail("json_too_many_values", (), max=limits.MAX_JSON_VALUES)
+            raise _fail(MessageKey.JSON_TOO_MANY_VALUES, (), max=limits.MAX_JSON_VALUES)
         if isinstance(node, dict):
             children: Any = node.items()
         elif isinstance(node, list):
@@ -74,14 +75,14 @@ def check_json_shape(value: object) -> None:
         else:
             continue
         if depth > limits.MAX_JSON_DEPTH:
-            raise _fail("json_too_deep", _unlink(link), max=limits.MAX_JSON_DEPTH)
+            raise _fail(MessageKey.JSON_TOO_DEEP, _unlink(link), max=limits.MAX_JSON_DEPTH)
         for key, child in children:
             if isinstance(child, dict | list):
                 stack.append((child, depth + 1, (link, key)))
             else:
                 count += 1
                 if count > limits.MAX_JSON_VALUES:
-                    raise _fail("json_too_many_values", (), max=limits.MAX_JSON_VALUES)
+                    raise _fail(MessageKey.JSON_TOO_MANY_VALUES, (), max=limits.MAX_JSON_VALUES)
 
 
 def _unlink(link: Any) -> _Path:
@@ -98,11 +99,11 @@ def check_id(value: object, tokens: _Path, max_chars: int = limits.MAX_ID_CHARS,
     if not isinstance(value, str):
         return
     if len(value) > max_chars or (required and not value):
-        raise _fail("field_length", tokens, min=1, max=max_chars)
+        raise _fail(MessageKey.FIELD_LENGTH, tokens, min=1, max=max_chars)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise _fail("field_invalid", tokens) from None
+        raise _fail(MessageKey.FIELD_INVALID, tokens) from None
 
 
 def _alias(data: Mapping[str, object], camel: str, snake: str) -> tuple[str, object]:
@@ -116,7 +117,7 @@ def _check_list(value: object, tokens: _Path, cap: int) -> Sequence[object]:
     if not isinstance(value, list):
         return ()
     if len(value) > cap:
-        raise _fail("too_many_items", tokens, max=cap)
+        raise _fail(MessageKey.TOO_MANY_ITEMS, tokens, max=cap)
     return value
 
 
@@ -135,17 +136,17 @@ def _check_message(message: object, index: int, parts_seen: int) -> int:
     elif isinstance(content, list):
         parts_seen += len(content)
         if parts_seen > limits.MAX_CONTENT_PARTS:
-            raise _fail("too_many_parts", (*base, "content"), max=limits.MAX_CONTENT_PARTS)
+            raise _fail(MessageKey.TOO_MANY_PARTS, (*base, "content"), max=limits.MAX_CONTENT_PARTS)
         for part in content:
             if isinstance(part, dict) and isinstance(part.get("text"), str):
                 text_chars += len(part["text"])
     if text_chars > limits.MAX_MESSAGE_TEXT_CHARS:
-        raise _fail("message_text_too_long", (*base, "content"), max=limits.MAX_MESSAGE_TEXT_CHARS)
+        raise _fail(MessageKey.MESSAGE_TEXT_TOO_LONG, (*base, "content"), max=limits.MAX_MESSAGE_TEXT_CHARS)
     name, calls = _alias(message, "toolCalls", "tool_calls")
     if isinstance(calls, list):
         parts_seen += len(calls)
         if parts_seen > limits.MAX_CONTENT_PARTS:
-            raise _fail("too_many_parts", (*base, name), max=limits.MAX_CONTENT_PARTS)
+            raise _fail(MessageKey.TOO_MANY_PARTS, (*base, name), max=limits.MAX_CONTENT_PARTS)
         for call_index, call in enumerate(calls):
             if isinstance(call, dict):
                 check_id(call.get("id"), (*base, name, call_index, "id"))

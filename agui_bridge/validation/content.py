@@ -1,4 +1,5 @@
-"""The user message of a new run -> A2A 1.0 message parts (behaviour.md 2.4, D10).
+"""The user message of a new run -> A2A 1.0 message parts (docs/design.md#message-content,
+docs/design.md#decision-images-validated-passed-through).
 
 These checks run *in-stream* (after RUN_STARTED): every failure is ``InvalidInput(<key>)`` that the
 run turns into ``RUN_ERROR(INVALID_INPUT)``. Images are validated, never re-encoded: strict base64,
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from agui_bridge.errors import InvalidInput
+from agui_bridge.message_keys import MessageKey
 
 __all__ = [
     "ALLOWED_IMAGE_TYPES",
@@ -52,7 +54,10 @@ def detect_image_type(data: bytes) -> str | None:
 
 
 def is_safe_filename(name: object) -> bool:
-    """True if ``name`` is already a safe basename that a sanitiser would leave unchanged (2.4)."""
+    """True if ``name`` is already a safe basename that a sanitiser would leave unchanged.
+
+    See docs/design.md#message-content.
+    """
     if not isinstance(name, str) or not name or name in {".", ".."}:
         return False
     if len(name.encode("utf-8", errors="surrogatepass")) > MAX_FILENAME_BYTES:
@@ -67,11 +72,11 @@ def is_safe_filename(name: object) -> bool:
 def _decode_base64(value: object) -> bytes:
     """Strict: ASCII alphabet and padding only, length a multiple of 4, no whitespace."""
     if not isinstance(value, str) or len(value) % 4 or _BASE64.fullmatch(value) is None:
-        raise InvalidInput("image_base64")
+        raise InvalidInput(MessageKey.IMAGE_BASE64)
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidInput("image_base64") from None
+        raise InvalidInput(MessageKey.IMAGE_BASE64) from None
 
 
 def _get(obj: Mapping[str, object], camel: str, snake: str) -> object:
@@ -81,25 +86,25 @@ def _get(obj: Mapping[str, object], camel: str, snake: str) -> object:
 def _image_part(part: Mapping[str, object], index: int, total: list[int]) -> dict[str, object]:
     source = part.get("source")
     if not isinstance(source, Mapping):
-        raise InvalidInput("user_content_invalid")
+        raise InvalidInput(MessageKey.USER_CONTENT_INVALID)
     source_type = source.get("type")
     if source_type == "url":
-        raise InvalidInput("remote_media")
+        raise InvalidInput(MessageKey.REMOTE_MEDIA)
     if source_type != "data":
-        raise InvalidInput("unsupported_content")
+        raise InvalidInput(MessageKey.UNSUPPORTED_CONTENT)
     declared = _get(source, "mimeType", "mime_type")
     media_type = declared.strip().lower() if isinstance(declared, str) else ""
     if media_type not in ALLOWED_IMAGE_TYPES:
-        raise InvalidInput("image_media_type")
+        raise InvalidInput(MessageKey.IMAGE_MEDIA_TYPE)
     value = source.get("value")
     data = _decode_base64(value)
     if len(data) > MAX_IMAGE_BYTES:
-        raise InvalidInput("image_too_large")
+        raise InvalidInput(MessageKey.IMAGE_TOO_LARGE)
     total[0] += len(data)
     if total[0] > MAX_TOTAL_IMAGE_BYTES:
-        raise InvalidInput("images_too_large")
+        raise InvalidInput(MessageKey.IMAGES_TOO_LARGE)
     if detect_image_type(data) != media_type:
-        raise InvalidInput("image_invalid")
+        raise InvalidInput(MessageKey.IMAGE_INVALID)
     metadata = part.get("metadata")
     filename = metadata.get("filename") if isinstance(metadata, Mapping) else None
     if not is_safe_filename(filename):
@@ -111,25 +116,25 @@ def user_message_parts(messages: Sequence[Mapping[str, object]]) -> list[dict[st
     """A2A parts of the LAST ``role: "user"`` message; earlier ones and other roles are ignored."""
     user = next((m for m in reversed(messages) if isinstance(m, Mapping) and m.get("role") == "user"), None)
     if user is None:
-        raise InvalidInput("new_run_requires_user_message")
+        raise InvalidInput(MessageKey.NEW_RUN_REQUIRES_USER_MESSAGE)
     content = user.get("content")
     if isinstance(content, str):
         return [{"text": content}]
     if not isinstance(content, list):
-        raise InvalidInput("user_content_invalid")
+        raise InvalidInput(MessageKey.USER_CONTENT_INVALID)
     parts: list[dict[str, object]] = []
     total = [0]
     for part in content:
         if not isinstance(part, Mapping):
-            raise InvalidInput("user_content_invalid")
+            raise InvalidInput(MessageKey.USER_CONTENT_INVALID)
         kind = part.get("type")
         if kind == "text":
             text = part.get("text")
             if not isinstance(text, str):
-                raise InvalidInput("user_content_invalid")
+                raise InvalidInput(MessageKey.USER_CONTENT_INVALID)
             parts.append({"text": text})
         elif kind == "image":
             parts.append(_image_part(part, len(parts) + 1, total))
         else:
-            raise InvalidInput("unsupported_content")
+            raise InvalidInput(MessageKey.UNSUPPORTED_CONTENT)
     return parts

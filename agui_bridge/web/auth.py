@@ -1,6 +1,8 @@
-"""Who may call the bridge: the bearer token (behaviour.md 1.3) and, without one, loopback Hosts only (D16).
+"""Who may call the bridge: the bearer token (docs/design.md#authentication) and, without
+one, loopback Hosts only (docs/design.md#decision-secure-by-default).
 
-Bytes are compared in constant time; a malformed header is a 401, never a 500 (D5). `guard_request` runs
+Bytes are compared in constant time; a malformed header is a 401, never a 500
+(docs/design.md#decision-no-500). `guard_request` runs
 before every view, so a route added later is protected without remembering to call anything.
 """
 
@@ -38,7 +40,10 @@ def check_bearer(header: str | None, expected: str | None) -> None:
 
 
 def check_host(host_header: str | None, auth_token: str | None) -> None:
-    """Without a token only a loopback Host is served: a DNS-rebound page names its own host (D16)."""
+    """Without a token only a loopback Host is served: a DNS-rebound page names its own host.
+
+    See docs/design.md#decision-secure-by-default.
+    """
     if not auth_token and not is_loopback_host_header(host_header):
         raise HostNotAllowed()
 

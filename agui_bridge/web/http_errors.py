@@ -1,4 +1,4 @@
-"""The JSON error envelope for every pre-stream error, localised (behaviour.md 1.5, D3, D5)."""
+"""The JSON error envelope for every pre-stream error, localised (docs/design.md#error-envelope)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def register_error_handlers(app: Flask, default_language: str) -> None:
 
     @app.errorhandler(HTTPException)
     def handle_http_exception(error: HTTPException) -> Response:
-        """404/405 stay plain text, as the reference serves them (behaviour.md 1.1)."""
+        """404/405 stay plain text, as the reference serves them (docs/design.md#routes)."""
         response = Response(f"{error.code} {error.name}", status=error.code or 500, mimetype="text/plain")
         if error.code == 405:
             allowed = error.get_response().headers.get("Allow")

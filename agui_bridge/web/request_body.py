@@ -1,4 +1,4 @@
-"""Reading and decoding a JSON body with the size limit applied while reading (behaviour.md 1.4).
+"""Reading and decoding a JSON body with the size limit applied while reading (docs/design.md#pre-stream-checks).
 
 Two protections keep one request from holding the worker: the upload must keep a minimum pace
 (`limits.UPLOAD_*`, enforced with a gevent timeout per read under gevent and checked after each
@@ -12,7 +12,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Literal, TypeVar
 
 from flask import g, request
 from werkzeug.exceptions import ClientDisconnected
@@ -20,6 +20,7 @@ from werkzeug.exceptions import ClientDisconnected
 from agui_bridge import limits
 from agui_bridge.errors import InvalidInput, InvalidJson, RequestTooLarge, UnsupportedMediaType
 from agui_bridge.i18n import language_from_accept
+from agui_bridge.message_keys import MessageKey
 from agui_bridge.runtime import socket_is_patched
 from agui_bridge.settings import Settings
 from agui_bridge.validation.bounds import check_body_bounds, prescan_json_text
@@ -27,7 +28,7 @@ from agui_bridge.validation.run_input import prevalidate
 from agui_bridge.web.auth import check_bearer
 
 _CHUNK = 64 * 1024
-SLOW_UPLOAD_KEY = "request_body_too_slow"
+SLOW_UPLOAD_KEY = MessageKey.REQUEST_BODY_TOO_SLOW
 #: Smaller bodies are decoded and validated in place: a thread hand-off would cost more than the work.
 _OFF_HUB_BYTES = 16 * 1024
 _T = TypeVar("_T")
@@ -91,7 +92,11 @@ def require_json_media_type(content_type: str | None) -> None:
 
 
 def read_limited(
-    stream: IO[bytes], content_length: str | None, limit: int, too_large_key: str, truncated_key: str = "invalid_json"
+    stream: IO[bytes],
+    content_length: str | None,
+    limit: int,
+    too_large_key: str,
+    truncated_key: str = MessageKey.INVALID_JSON,
 ) -> bytes:
     """Read at most `limit` bytes; a body cut short by the client is invalid JSON, never a 400 page."""
     if content_length is not None:
@@ -126,7 +131,7 @@ def decode_json(body: bytes, invalid_key: str) -> Any:
         return json.loads(body)
     except RecursionError:
         raise InvalidInput(
-            "json_too_deep", field="", params={"field": "RunAgentInput", "max": str(limits.MAX_JSON_DEPTH)}
+            MessageKey.JSON_TOO_DEEP, field="", params={"field": "RunAgentInput", "max": str(limits.MAX_JSON_DEPTH)}
         ) from None
     except ValueError:
         raise InvalidJson(invalid_key) from None
@@ -155,7 +160,7 @@ def read_json_object(
     not_object_key: str,
     decode: Callable[[bytes, str], Any] = decode_json,
 ) -> dict[str, Any]:
-    """The checks every protected JSON route makes before its own, in the order of behaviour.md 1.4.
+    """The checks every protected JSON route makes before its own, in the order of docs/design.md#pre-stream-checks.
 
     Language from Accept-Language first (so even a 401 is localised), then auth, media type, the size
     limit while reading, JSON, and a top-level object.
@@ -170,13 +175,21 @@ def read_json_object(
     return value
 
 
-def read_extension_body(settings: Settings, route: str) -> dict[str, object]:
-    """The extensions' body: the 64 KiB limit and `<route>_request_too_large`/`_invalid_json`/
-    `_not_an_object` messages (behaviour.md 7; the status route follows the cancel route)."""
+#: The extensions' own messages for the three body checks (too large, invalid JSON, not an object).
+_EXTENSION_KEYS: dict[str, tuple[MessageKey, MessageKey, MessageKey]] = {
+    "cancel": (MessageKey.CANCEL_REQUEST_TOO_LARGE, MessageKey.CANCEL_INVALID_JSON, MessageKey.CANCEL_NOT_AN_OBJECT),
+    "status": (MessageKey.STATUS_REQUEST_TOO_LARGE, MessageKey.STATUS_INVALID_JSON, MessageKey.STATUS_NOT_AN_OBJECT),
+}
+
+
+def read_extension_body(settings: Settings, route: Literal["cancel", "status"]) -> dict[str, object]:
+    """The extensions' body: the 64 KiB limit and each route's own messages for the body checks
+    (docs/design.md#pre-stream-checks; the status route follows the cancel route)."""
+    too_large, invalid_json, not_object = _EXTENSION_KEYS[route]
     return read_json_object(
         settings,
         min(settings.max_request_bytes, settings.max_cancel_bytes),
-        too_large_key=f"{route}_request_too_large",
-        invalid_json_key=f"{route}_invalid_json",
-        not_object_key=f"{route}_not_an_object",
+        too_large_key=too_large,
+        invalid_json_key=invalid_json,
+        not_object_key=not_object,
     )

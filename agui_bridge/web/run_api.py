@@ -1,10 +1,11 @@
-"""`POST /`: RunAgentInput in, SSE out (behaviour.md 1.4, checks in exact order)."""
+"""`POST /`: RunAgentInput in, SSE out (docs/design.md#pre-stream-checks, in exact order)."""
 
 from __future__ import annotations
 
 from flask import Blueprint, Response, g, request
 
 from agui_bridge.i18n import normalise_language
+from agui_bridge.message_keys import MessageKey
 from agui_bridge.validation.run_input import raw_preferred_language
 from agui_bridge.web.context import get_service
 from agui_bridge.web.request_body import decode_run_body, read_json_object
@@ -20,9 +21,9 @@ def run() -> Response:
     raw = read_json_object(
         settings,
         settings.max_request_bytes,
-        too_large_key="request_too_large",
-        invalid_json_key="invalid_json",
-        not_object_key="not_an_object",
+        too_large_key=MessageKey.REQUEST_TOO_LARGE,
+        invalid_json_key=MessageKey.INVALID_JSON,
+        not_object_key=MessageKey.NOT_AN_OBJECT,
         decode=decode_run_body,
     )
     preferred = normalise_language(raw_preferred_language(raw))

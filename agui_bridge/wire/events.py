@@ -1,7 +1,7 @@
 """AG-UI event builders: the only place where outgoing camelCase event dicts are made.
 
 Every builder returns a plain dict with an integer `timestamp` (ms) and never a `None` value for an
-optional field (D2): optional keys are simply left out.
+optional field (docs/design.md#decision-balanced-spans-and-strict-framing): optional keys are simply left out.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Server-sent-event framing toward AG-UI clients: LF only, compact UTF-8 JSON (D2)."""
+"""Server-sent-event framing toward AG-UI clients: LF only, compact UTF-8 JSON
+(docs/design.md#decision-balanced-spans-and-strict-framing)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 
 
 def encode_event(event: Mapping[str, Any]) -> bytes:
+    """One SSE frame (the emitter numbers and offers each one: docs/design.md#emitter)."""
     return b"data: " + _encoder.encode(event).encode("utf-8") + b"\n\n"
 
 
 def encode_events(events: Iterable[Mapping[str, Any]]) -> bytes:
     """One buffer for a batch of events, so one upstream read becomes one socket write."""
-    return b"".join(b"data: " + _encoder.encode(e).encode("utf-8") + b"\n\n" for e in events)
+    return b"".join(encode_event(e) for e in events)

@@ -24,8 +24,9 @@ from agui_bridge.state.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from tests.agui_checks import assert_valid_agui_stream
 from tests.bridge_harness import new_thread_id, run_body
+from tests.fakes import ScriptedA2A
 from tests.unit.test_guidance import admit, guidance_body, thread
-from tests.unit.test_resume_stream import ScriptedA2A, event
+from tests.unit.test_resume_stream import event
 
 INCOMING = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -217,7 +217,8 @@ def test_dockerfile_copies_only_files_that_exist_and_the_ignore_file_lets_throug
 
 def test_dockerfile_installs_the_pinned_requirements_and_the_project(dockerfile: list[tuple[str, str]]) -> None:
     runs = " ".join(args for keyword, args in dockerfile if keyword == "RUN")
-    assert "pip install --no-cache-dir -r requirements.txt ." in runs
+    # The default upstream is the managed demo agent, so the image carries the `demo` extra and its pins.
+    assert "pip install --no-cache-dir -r requirements-demo.txt '.[demo]'" in runs
 
 
 # ---------------------------------------------------------------- systemd unit

@@ -1,4 +1,4 @@
-"""marshmallow error trees -> JSON Pointer field errors (stack-notes 4.2)."""
+"""marshmallow error trees -> JSON Pointer field errors (docs/design.md#field-errors)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 from agui_bridge.validation.field_errors import (
     FieldError,
     display_path,
-    encode_rule,
     escape_pointer_token,
     field_errors_from_marshmallow,
     first_error,
+    rule,
 )
 
 
@@ -34,17 +34,17 @@ def test_display_path(tokens: list[str | int], expected: str) -> None:
     ("messages", "prefix", "expected"),
     [
         (
-            {"threadId": [encode_rule("field_required")]},
+            {"threadId": [rule("field_required")]},
             "",
             [FieldError("/threadId", "required", "field_required", {"field": "threadId"})],
         ),
         (
-            {"messages": {1: {"role": [encode_rule("field_enum", choices="a, b")]}}},
+            {"messages": {1: {"role": [rule("field_enum", choices="a, b")]}}},
             "",
             [FieldError("/messages/1/role", "enum", "field_enum", {"field": "messages[1].role", "choices": "a, b"})],
         ),
         (
-            {"iacCode": {"thinking": {"_schema": [encode_rule("field_type_object")]}}},
+            {"iacCode": {"thinking": {"_schema": [rule("field_type_object")]}}},
             "/forwardedProps",
             [
                 FieldError(
@@ -69,7 +69,7 @@ def test_display_path(tokens: list[str | int], expected: str) -> None:
             ],
         ),
         (
-            {"x": [encode_rule("field_length", min=1, max=256)]},
+            {"x": [rule("field_length", min=1, max=256)]},
             "/p~1q",
             [FieldError("/p~1q/x", "length", "field_length", {"field": "p/q.x", "min": "1", "max": "256"})],
         ),

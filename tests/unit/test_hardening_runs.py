@@ -32,7 +32,8 @@ from agui_bridge.state.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from tests.agui_checks import parse_sse
 from tests.bridge_harness import run_body
-from tests.unit.test_run_stream import FakeClient, status
+from tests.fakes import ScriptedA2A, streaming_a2a
+from tests.unit.test_run_stream import status
 
 OTHER = "other-host.invalid:4242:999"  # another host: only its beacon can say whether it streams
 NOW = 1_800_000_000_000
@@ -126,7 +127,7 @@ class DeadPumpRuntime(ThreadRuntime):
 
 def make_stream(
     tmp_path: Path, batches: Callable[[str], list[list[A2AEvent]]], runtime: ThreadRuntime, **settings: Any
-) -> tuple[RunStream, FakeClient, ThreadStore]:
+) -> tuple[RunStream, ScriptedA2A, ThreadStore]:
     config = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,), heartbeat_interval_s=0.1, **settings)
     store = ThreadStore(config.state_dir)
     run = parse_run_input(run_body("thread-1", "hi", tmp_path))
@@ -134,7 +135,7 @@ def make_stream(
         store, run, cwd=str(tmp_path), digest="d", owner=current_owner(), now_ms=int(time.time() * 1000),
         lease_ttl_ms=20_000, is_alive=owner_is_alive,
     )  # fmt: skip
-    client = FakeClient(batches(ticket.context_id))
+    client = streaming_a2a(batches(ticket.context_id))
     deps = StreamDeps(config, store, client, runtime)  # type: ignore[arg-type]
     return RunStream(deps, ticket, run, "en"), client, store
 
@@ -302,7 +303,7 @@ def test_finding_03_the_end_of_a_guidance_request_leaves_other_runs_registered(t
         client_socket = None
 
     settings = Settings(state_dir=tmp_path / "state")
-    service = BridgeService(settings, ThreadStore(settings.state_dir), FakeClient([]), ThreadRuntime())  # type: ignore[arg-type]
+    service = BridgeService(settings, ThreadStore(settings.state_dir), streaming_a2a([]), ThreadRuntime())  # type: ignore[arg-type]
     live = Stub()
     key = run_key("exec-a", "run-1")
     PROCESS_RUNS.add(key, live)

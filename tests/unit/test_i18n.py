@@ -1,25 +1,38 @@
-"""Language selection (behaviour.md 1.7) and catalogue completeness (D12)."""
+"""Language selection and catalogue completeness (docs/design.md#language-selection)."""
 
 from __future__ import annotations
 
+import ast
+import json
 import re
+from importlib import resources
+from pathlib import Path
 
 import pytest
 
-from agui_bridge import i18n
 from agui_bridge.i18n import (
-    CATALOG,
     IDENTICAL_TO_ENGLISH_ALLOWED,
     SUPPORTED,
-    is_catalog_message,
-    key_for_message,
     language_from_accept,
-    localise_text,
     normalise_language,
     process_default_language,
     select_language,
     translate,
 )
+from agui_bridge.message_keys import MessageKey
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _shipped(language: str) -> dict[str, str]:
+    """The catalogue file of `language` as the installed package ships it."""
+    text = resources.files("agui_bridge").joinpath("catalog", f"{language}.json").read_text(encoding="utf-8")
+    entries: dict[str, str] = json.loads(text)
+    return entries
+
+
+CATALOG = {language: _shipped(language) for language in SUPPORTED}
+KEYS = sorted(CATALOG["en"])
 
 REQUIRED_KEYS = tuple(
     """
@@ -129,17 +142,26 @@ def test_select_language(accept: str | None, preferred: object, default: str, ex
 
 
 def test_every_required_key_is_present() -> None:
-    missing = [key for key in REQUIRED_KEYS if key not in CATALOG]
+    missing = [key for key in REQUIRED_KEYS if key not in CATALOG["en"]]
     assert missing == []
 
 
-@pytest.mark.parametrize("key", sorted(CATALOG))
+def test_the_constants_are_exactly_the_catalogue_keys() -> None:
+    assert sorted(key.value for key in MessageKey) == KEYS
+    assert all(key.name == key.value.upper() for key in MessageKey)
+
+
+@pytest.mark.parametrize("language", SUPPORTED)
+def test_every_language_file_has_every_key(language: str) -> None:
+    assert sorted(CATALOG[language]) == KEYS
+
+
+@pytest.mark.parametrize("key", KEYS)
 def test_catalog_entry_is_complete(key: str) -> None:
-    entry = CATALOG[key]
-    assert set(entry) == set(SUPPORTED)
-    english = entry["en"]
+    english = CATALOG["en"][key]
     placeholders = set(PLACEHOLDER.findall(english))
-    for language, text in entry.items():
+    for language in SUPPORTED:
+        text = CATALOG[language][key]
         assert text.strip(), (key, language)
         assert set(PLACEHOLDER.findall(text)) == placeholders, (key, language)
         if language != "en" and (key, language) not in IDENTICAL_TO_ENGLISH_ALLOWED:
@@ -147,9 +169,44 @@ def test_catalog_entry_is_complete(key: str) -> None:
 
 
 def test_field_rule_messages_name_the_field() -> None:
-    for key in CATALOG:
+    for key in KEYS:
         if key.startswith("field_") or key in {"schema_version", "forwarded_props_only_iaccode"}:
-            assert "{field}" in CATALOG[key]["en"], key
+            assert "{field}" in CATALOG["en"][key], key
+
+
+def test_the_catalogue_files_are_package_data() -> None:
+    setup = (REPO / "setup.cfg").read_text(encoding="utf-8")
+    assert re.search(r"^agui_bridge = .*catalog/\*\.json", setup, re.MULTILINE)
+    assert sorted(path.stem for path in (REPO / "agui_bridge" / "catalog").glob("*.json")) == sorted(SUPPORTED)
+
+
+def _key_like_calls() -> list[tuple[str, int]]:
+    """Message keys built with f-strings: a call to `translate` or a key argument given as an f-string."""
+    found: list[tuple[str, int]] = []
+    for path in (REPO / "agui_bridge").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            first = node.args[:1] if name == "translate" else []
+            keyed = [kw.value for kw in node.keywords if kw.arg is not None and kw.arg.endswith("_key")]
+            if any(isinstance(arg, ast.JoinedStr) for arg in [*first, *keyed]):
+                found.append((str(path.relative_to(REPO)), node.lineno))
+    return found
+
+
+def test_no_message_key_is_built_with_an_f_string() -> None:
+    assert _key_like_calls() == []
+
+
+def test_nothing_depends_on_running_under_pytest() -> None:
+    offenders = [
+        str(path.relative_to(REPO))
+        for path in (REPO / "agui_bridge").rglob("*.py")
+        if "PYTEST_CURRENT_TEST" in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []
 
 
 @pytest.mark.parametrize(
@@ -175,32 +232,14 @@ def test_translate(key: str, language: str, params: dict[str, str], expected: st
     assert translate(key, language, **params) == expected
 
 
-def test_unknown_key_raises_in_tests() -> None:
-    with pytest.raises(KeyError):
-        translate("no_such_key", "en")
+def test_unknown_key_falls_back_and_is_reported(unknown_message_keys: list[str]) -> None:
+    """The same in tests and at run time: the localised internal error, and an error log naming the key
+    (which the `tests.message_key_check` plugin turns into a failure unless the test expects it)."""
+    assert translate("no_such_key", "ja") == CATALOG["ja"]["internal_error"]
+    assert unknown_message_keys == ["no_such_key"]
+    unknown_message_keys.clear()
 
 
-def test_unknown_key_falls_back_at_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
-    monkeypatch.delenv("AGUI_BRIDGE_I18N_STRICT", raising=False)
-    assert not i18n._strict_keys()
-    assert translate("no_such_key", "ja") == CATALOG["internal_error"]["ja"]
-
-
-@pytest.mark.parametrize(
-    ("text", "key"),
-    [
-        ("The A2A execution failed.", "execution_failed"),
-        ("A2A 执行失败。", "execution_failed"),
-        ("Task is already completed", None),
-        ("{field} is required.", None),
-    ],
-)
-def test_catalog_message_allow_list(text: str, key: str | None) -> None:
-    assert key_for_message(text) == key
-    assert is_catalog_message(text) is (key is not None)
-
-
-def test_localise_text_translates_only_our_messages() -> None:
-    assert localise_text("The A2A execution failed.", "es") == "La ejecución A2A falló."
-    assert localise_text("upstream says no", "es") == "upstream says no"
+def test_constants_translate_like_their_key_strings() -> None:
+    assert translate(MessageKey.EXECUTION_FAILED, "es") == "La ejecución A2A falló."
+    assert translate(MessageKey.EXECUTION_FAILED, "es") == translate("execution_failed", "es")

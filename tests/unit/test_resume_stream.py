@@ -1,4 +1,4 @@
-"""Resume runs against a scripted A2A client (behaviour.md 6.3-6.7, 9.1, D1, D13).
+"""Resume runs against a scripted A2A client (docs/design.md#interrupts-and-resume).
 
 The demo agent cannot misbehave on purpose (wrong task in GetTask, refused session restore with
 arbitrary bodies, sideband waits, a subscription that fails); these tests script those cases and
@@ -10,13 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agui_bridge.a2a.client import check_restore_reply
 from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, unwrap
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.stream import RunStream, StreamDeps
@@ -27,6 +25,7 @@ from agui_bridge.state.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from tests.agui_checks import assert_valid_agui_stream, event_types
 from tests.bridge_harness import run_body
+from tests.fakes import ScriptedA2A, ScriptedStream
 
 THREAD, TASK, SESSION = "thread-1", "task-1", "session-1"
 PERMISSION = {
@@ -59,72 +58,6 @@ def event(context_id: str, state: str = "TASK_STATE_WORKING", text: str | None =
 def snapshot(context_id: str, state: str = "TASK_STATE_INPUT_REQUIRED", task_id: str = TASK, **iac: Any) -> A2AEvent:
     body = {"id": task_id, "contextId": context_id, "status": {"state": state}, "metadata": {"iac_code": iac}}
     return unwrap({"result": body})
-
-
-class ScriptedStream:
-    def __init__(self, batches: list[list[A2AEvent]], gate: threading.Event | None = None) -> None:
-        self._batches = batches
-        self._gate = gate
-
-    def batches(self) -> Iterator[list[A2AEvent]]:
-        if self._gate is not None:
-            self._gate.wait(10)
-            raise A2ATransportError("aborted")
-        yield from self._batches
-
-    def abort(self) -> None:
-        if self._gate is not None:
-            self._gate.set()
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass
-class ScriptedA2A:
-    """Answers each call from a per-method queue; a queued exception is raised instead."""
-
-    streams: dict[str, list[Any]] = field(default_factory=dict)
-    tasks: list[Any] = field(default_factory=list)
-    unary: list[Any] = field(default_factory=list)
-    restored: tuple[int, object] = (200, {"status": "current"})
-    pipeline: list[object] = field(default_factory=list)  # /iac-code/pipeline/state answers (None: 404)
-    calls: list[tuple[str, Any]] = field(default_factory=list)
-
-    def open_stream(self, method: str, params: dict[str, Any]) -> ScriptedStream:
-        self.calls.append((method, params))
-        item = self.streams[method].pop(0)
-        if isinstance(item, Exception):
-            raise item
-        return item if isinstance(item, ScriptedStream) else ScriptedStream(item)
-
-    def get_task(self, task_id: str, history_length: int = 100) -> A2AEvent:
-        self.calls.append(("GetTask", task_id))
-        item = self.tasks.pop(0)
-        if isinstance(item, Exception):
-            raise item
-        return item  # type: ignore[no-any-return]
-
-    def send_message(self, params: dict[str, Any]) -> A2AEvent:
-        self.calls.append(("SendMessage", params))
-        item = self.unary.pop(0)
-        if isinstance(item, Exception):
-            raise item
-        return item  # type: ignore[no-any-return]
-
-    def ensure_restored(self, cwd: str, session_id: str, task_id: str) -> None:
-        self.calls.append(("ensure-restored", session_id))
-        check_restore_reply(*self.restored)  # the scripted HTTP reply, read as the real client reads it
-
-    def cancel_task(self, task_id: str) -> None:
-        self.calls.append(("CancelTask", task_id))
-
-    def pipeline_state(self, task_id: str, after_sequence: int) -> object:
-        self.calls.append(("pipeline-state", after_sequence))
-        return self.pipeline.pop(0) if self.pipeline else None
-
-    def methods(self) -> list[str]:
-        return [name for name, _ in self.calls]
 
 
 class Harness:

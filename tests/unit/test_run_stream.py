@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from agui_bridge.state.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from tests.agui_checks import assert_valid_agui_stream, event_types
 from tests.bridge_harness import run_body
+from tests.fakes import ScriptedA2A, streaming_a2a
 
 TASK, SESSION = "task-1", "session-1"
 
@@ -31,35 +31,6 @@ def status(context_id: str, state: str = "TASK_STATE_WORKING", text: str | None 
     return unwrap({"result": {"statusUpdate": body}})
 
 
-class FakeStream:
-    def __init__(self, batches: list[list[A2AEvent]], delay_s: float = 0.0) -> None:
-        self._batches = batches
-        self._delay_s = delay_s
-
-    def batches(self) -> Iterator[list[A2AEvent]]:
-        for batch in self._batches:
-            time.sleep(self._delay_s)
-            yield batch
-
-    def abort(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-class FakeClient:
-    def __init__(self, batches: list[list[A2AEvent]], delay_s: float = 0.0) -> None:
-        self.stream = FakeStream(batches, delay_s)
-        self.cancelled: list[str] = []
-
-    def open_stream(self, method: str, params: dict[str, Any]) -> FakeStream:
-        return self.stream
-
-    def cancel_task(self, task_id: str) -> None:
-        self.cancelled.append(task_id)
-
-
 def make_stream(  # type: ignore[no-untyped-def]
     tmp_path: Path,
     script: Any,
@@ -67,7 +38,7 @@ def make_stream(  # type: ignore[no-untyped-def]
     store: ThreadStore | None = None,
     *,
     delay_s: float = 0.0,
-    client_class: type[FakeClient] = FakeClient,
+    client: ScriptedA2A | None = None,
 ):
     settings = settings or Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
     store = store or ThreadStore(settings.state_dir)
@@ -77,7 +48,7 @@ def make_stream(  # type: ignore[no-untyped-def]
         store, run, cwd=str(tmp_path), digest="d", owner=current_owner(), now_ms=int(time.time() * 1000),
         lease_ttl_ms=int(settings.lease_ttl_s * 1000), is_alive=owner_is_alive,
     )  # fmt: skip
-    client = client_class(script(ticket.context_id), delay_s)
+    client = client or streaming_a2a(script(ticket.context_id), delay_s)
     stream = RunStream(StreamDeps(settings, store, client, ThreadRuntime()), ticket, run, "en")  # type: ignore[arg-type]
     return stream, client, store
 
@@ -214,11 +185,8 @@ def test_a_new_run_maps_kernel_failures_like_resumes_and_guidance(
         "transport": A2ATransportError("refused"),
     }
 
-    class FailingClient(FakeClient):
-        def open_stream(self, method: str, params: dict[str, Any]) -> FakeStream:
-            raise errors[failure]
-
-    stream, _, store = make_stream(tmp_path, lambda ctx: [], client_class=FailingClient)
+    failing = ScriptedA2A(streams={"SendStreamingMessage": [errors[failure]]})
+    stream, _, store = make_stream(tmp_path, lambda ctx: [], client=failing)
     events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
     assert (events[-1]["code"], events[-1]["message"]) == (code, message)
     state = store.read("thread-1")

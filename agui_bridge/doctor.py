@@ -125,7 +125,7 @@ def _check_room(path: Path) -> Check:
 
 
 def check_allowed_roots(raw: str | None) -> Check:
-    """Every configured root must exist: serve silently ignores one that does not (behaviour.md 2.3)."""
+    """Every configured root must exist: serve silently ignores one that does not (docs/design.md#workspace-cwd)."""
     if raw is None:
         return Check("allowed-roots", True, "not set: workspaces under the working directory and the temp directory")
     entries = [e.strip() for e in raw.split(os.pathsep) if e.strip()]

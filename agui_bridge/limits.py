@@ -16,7 +16,7 @@ from typing import Final
 #: (characters). 200 also keeps a verbatim thread file name (`<id>.json.lock`, its temp files)
 #: far below the 255-byte name limit of common filesystems.
 MAX_ID_CHARS: Final = 200
-#: rosInvocationId (characters), as documented in behaviour.md 2.2.
+#: rosInvocationId (characters), as documented in docs/design.md#input-validation.
 MAX_ROS_INVOCATION_ID_CHARS: Final = 256
 
 # ------------------------------------------------------------------------------------------- body shape

@@ -1,4 +1,4 @@
-"""Prometheus metrics (prometheus_client; multiprocess mode under gunicorn, stack-notes 5).
+"""Prometheus metrics (prometheus_client; multiprocess mode under gunicorn, docs/design.md#observability).
 
 Under `agui-bridge serve` the CLI points PROMETHEUS_MULTIPROC_DIR at a fresh directory before gunicorn
 starts, so every worker writes its own files and a scrape on any worker sums them; gunicorn's

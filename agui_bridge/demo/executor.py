@@ -1,7 +1,7 @@
 """The demo agent's a2a-sdk ``AgentExecutor``: an interpreter from scenario steps to A2A events.
 
 ``scenarios`` decides *what* happens in a turn; this module decides *how it looks on the wire*,
-copying the iac-code kernel's dialect (see ``../shared/fixtures/a2a-transcripts``): a ``task``
+copying the iac-code kernel's dialect (see ``tests/fixtures/a2a-transcripts``): a ``task``
 event for a new task, SUBMITTED and WORKING with ``iacCodeSessionId``, text deltas as WORKING
 status messages ``<taskId>-message``, the final echo ``<taskId>-2`` with ``assistantFinal``, and
 TASK_STATE_INPUT_REQUIRED without ``input`` at the end of every successful turn.
@@ -139,7 +139,7 @@ class _Flow(enum.Enum):
     SUSPEND = "suspend"
 
 
-#: The exact keys of a permission answer data part (behaviour.md 4.2); the text form
+#: The exact keys of a permission answer data part (docs/design.md#a2a-metadata-written); the text form
 #: ``IAC_CODE_PERMISSION:{...}`` may add ``contextId``.
 PERMISSION_ANSWER_KEYS = frozenset({"schemaVersion", "kind", "requestTaskId", "inputId", "toolUseId", "decision"})
 PERMISSION_TEXT_PREFIX = "IAC_CODE_PERMISSION:"
@@ -332,7 +332,7 @@ class PipelineRun:
         return copy.deepcopy(envelope)
 
     def _track(self, envelope: dict[str, Any]) -> None:
-        """Update the snapshot state (open steps as the bridge keys them, behaviour.md 5.6)."""
+        """Update the snapshot state (open steps as the bridge keys them, docs/design.md#pipelines)."""
         kind = envelope["eventType"]
         step = envelope.get("step")
         candidate = envelope.get("candidate")

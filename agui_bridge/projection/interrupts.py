@@ -1,4 +1,7 @@
-"""A2A input-required inputs -> AG-UI interrupts (pure; behaviour.md 4.3 and 6.1)."""
+"""A2A input-required inputs -> AG-UI interrupts (pure).
+
+See docs/design.md#a2a-metadata-read and docs/design.md#interrupt-building.
+"""
 
 from __future__ import annotations
 
@@ -90,7 +93,7 @@ def option_title(value: dict[str, Any], option_id: str) -> str | None:
 
 
 def response_schema(value: dict[str, Any]) -> dict[str, Any]:
-    """The JSON Schema an answer to this input must satisfy (behaviour.md 6.1)."""
+    """The JSON Schema an answer to this input must satisfy (docs/design.md#interrupt-building)."""
     if value.get("kind") == "permission":
         return {
             "type": "object",

@@ -1,4 +1,4 @@
-"""Pipeline envelopes -> AG-UI events (pure; behaviour.md 5.6 and 5.7).
+"""Pipeline envelopes -> AG-UI events (pure; docs/design.md#pipelines).
 
 Steps live in two sets: the durable open steps of the execution (persisted, so a step opened before
 an interrupt is still open in the resume run) and the spans open in this AG-UI run (closed before
@@ -55,7 +55,7 @@ def integer_of(value: object) -> int | None:
 
 
 def step_of(envelope: dict[str, Any]) -> tuple[str, str] | None:
-    """(step key, AG-UI step name) of an envelope, or None when it names no step (5.6)."""
+    """(step key, AG-UI step name) of an envelope, or None when it names no step (docs/design.md#pipelines)."""
     coordinate = envelope.get("candidateStep")
     if not isinstance(coordinate, dict):
         coordinate = envelope.get("step")
@@ -136,7 +136,7 @@ class PipelineMapper:
     # ---- recovery --------------------------------------------------------------------------
 
     def recover(self, response: object) -> list[Event]:
-        """`/iac-code/pipeline/state`: one ACTIVITY_SNAPSHOT, then the missed envelopes (5.7)."""
+        """`/iac-code/pipeline/state`: one ACTIVITY_SNAPSHOT, then the missed envelopes (docs/design.md#pipelines)."""
         if not isinstance(response, dict) or not isinstance(response.get("snapshot"), dict):
             return []
         snapshot: dict[str, Any] = response["snapshot"]
@@ -176,7 +176,7 @@ class PipelineMapper:
         return ":".join(parts)
 
     def _map(self, envelope: dict[str, Any]) -> list[Event]:
-        """Standard mapping, then step lifecycle, then CUSTOM (5.7)."""
+        """Standard mapping, then step lifecycle, then CUSTOM (docs/design.md#pipelines)."""
         out: list[Event] = []
         projector = self._projector
         event_type = envelope.get("eventType")

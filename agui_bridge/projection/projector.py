@@ -1,4 +1,7 @@
-"""A2A events -> AG-UI events for one run (pure; behaviour.md 5.3-5.5, 5.9-5.11, D2).
+"""A2A events -> AG-UI events for one run (pure; docs/design.md#projection).
+
+Spans are balanced before any terminal event (docs/design.md#span-balancing,
+docs/design.md#decision-balanced-spans-and-strict-framing).
 
 The projector owns the run-local span bookkeeping (open text messages, reasoning, tool calls,
 steps) so that `close_all` can balance every span before any terminal event. It never stores
@@ -85,7 +88,8 @@ class RunProjector:
 
     def project(self, event: A2AEvent, *, text: bool = True, pipeline: bool = True) -> list[Event]:
         """A resume's preflight snapshot is projected without status text and Pipeline envelopes: the
-        text was shown already, and a snapshot holds only a bounded suffix of the envelopes (5.7)."""
+        text was shown already, and a snapshot holds only a bounded suffix of the envelopes
+        (docs/design.md#pipelines)."""
         out: list[Event] = []
         iac = event.iac
         if event.kind == "artifactUpdate":
@@ -111,7 +115,7 @@ class RunProjector:
         return out
 
     def close_all(self) -> list[Event]:
-        """Balance every open span, in the order of behaviour.md 5.10 (sorted, not LIFO)."""
+        """Balance every open span, in the documented order, sorted, not LIFO (docs/design.md#span-balancing)."""
         out: list[Event] = []
         self._close_reasoning(out)
         for tool_call_id in sorted(self._open_tools):
@@ -172,7 +176,10 @@ class RunProjector:
         self._text_emitted = True
 
     def _suppress_replay(self, message_id: str, text: str) -> str:
-        """Drop the longest prefix already shown in an earlier run of this execution (5.3)."""
+        """Drop the longest prefix already shown in an earlier run of this execution.
+
+        See docs/design.md#projection-text.
+        """
         for end in range(len(text), 0, -1):
             if _digest(text[:end]) in self.text_digests:
                 self._text_chunks[message_id] = [text[:end]]

@@ -1,4 +1,4 @@
-"""Per-run usage aggregation grouped by (provider, model) in first-seen order (behaviour.md 5.9)."""
+"""Per-run usage aggregation grouped by (provider, model) in first-seen order (docs/design.md#terminal-event)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ class StateError(Exception):
 
 
 class StateCorrupt(StateError):
-    """The thread file exists but is not a valid schemaVersion 1 document (behaviour.md 8.4).
+    """The thread file exists but is not a valid schemaVersion 1 document (docs/design.md#state-load).
 
     `reason` names the broken rule; it never contains user text from the file.
     """

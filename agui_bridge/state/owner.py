@@ -1,4 +1,4 @@
-"""Who holds a run lease, and whether that process still exists (stack-notes 3.4).
+"""Who holds a run lease, and whether that process still exists (docs/design.md#lease-owner-id).
 
 An owner is `host:pid:start`. The process start time (field 22 of /proc/<pid>/stat, in clock ticks
 since boot) makes the id unique across PID reuse, so a lease left by a crashed worker is never

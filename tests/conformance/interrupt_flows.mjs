@@ -86,7 +86,8 @@ import { HttpAgent, buildResumeArray, isInterruptExpired } from "@ag-ui/client";
 delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
 
 // Same conventions as verify_streams.mjs: the only enforcement warnings agui-bridge produces on
-// purpose are RUN_ERROR's extra threadId/runId (behaviour.md §5.1).
+// purpose are RUN_ERROR's extra threadId/runId
+// (docs/design.md#decision-balanced-spans-and-strict-framing).
 const ALLOWED_ENFORCE_WARNINGS = [
   /^\[ag-ui\]\[enforce\] Removed unrecognised material at '\/(threadId|runId)' on RUN_ERROR\./,
 ];
@@ -353,7 +354,7 @@ async function runFlow(opts) {
     for (const i of pending) {
       if (i.reason !== spec.reason) p1.push(`interrupt ${i.id}: reason ${i.reason}, expected ${spec.reason}`);
       if (typeof i.responseSchema !== "object") p1.push(`interrupt ${i.id}: no responseSchema`);
-      // behaviour.md D1: every interrupt carries expiresAt (RFC 3339 UTC).
+      // docs/design.md#decision-interrupts-expire: every interrupt carries expiresAt (RFC 3339 UTC).
       if (i.expiresAt === undefined) p1.push(`interrupt ${i.id}: no expiresAt`);
       else if (Number.isNaN(Date.parse(i.expiresAt))) {
         p1.push(`interrupt ${i.id}: expiresAt ${JSON.stringify(i.expiresAt)} is not a date the client can read`);

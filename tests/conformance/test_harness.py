@@ -34,7 +34,10 @@ Event = dict[str, Any]
 
 
 def sse(events: list[Event], *, heartbeat_after: int | None = None) -> bytes:
-    """Frame events exactly like agui-bridge (§5.1): compact JSON, literal UTF-8, LF only."""
+    """Frame events exactly like agui-bridge: compact JSON, literal UTF-8, LF only.
+
+    See docs/design.md#decision-balanced-spans-and-strict-framing.
+    """
     out: list[str] = []
     for index, event in enumerate(events):
         out.append("data: " + json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n\n")
@@ -82,7 +85,10 @@ def valid_events() -> list[Event]:
 
 
 def reasoning_pipeline_events() -> list[Event]:
-    """REASONING_*, STEP_*, ACTIVITY_SNAPSHOT and an interrupt outcome (§5.4, §5.6, §5.7, §6.1)."""
+    """REASONING_*, STEP_*, ACTIVITY_SNAPSHOT and an interrupt outcome.
+
+    See docs/design.md#projection, docs/design.md#pipelines and docs/design.md#interrupt-building.
+    """
     return [
         ev("RUN_STARTED", threadId=THREAD, runId=RUN),
         ev("STEP_STARTED", stepName="candidate:candidate-0:template_generating"),
@@ -127,7 +133,10 @@ def reasoning_pipeline_events() -> list[Event]:
 
 
 def error_events() -> list[Event]:
-    """RUN_ERROR with the reference adapter's extra threadId/runId, spans closed first (D2)."""
+    """RUN_ERROR with the reference adapter's extra threadId/runId, spans closed first.
+
+    See docs/design.md#span-balancing.
+    """
     return [
         ev("RUN_STARTED", threadId=THREAD, runId=RUN),
         ev("TEXT_MESSAGE_START", messageId="assistant-1", role="assistant"),
@@ -264,7 +273,7 @@ def test_broken_stream_rejected_by_python_checks(name: str) -> None:
 
 def test_open_span_at_run_error_rejected() -> None:
     events = error_events()
-    del events[2]  # TEXT_MESSAGE_END: D2 wants spans closed before RUN_ERROR too
+    del events[2]  # TEXT_MESSAGE_END: spans must close before RUN_ERROR too (docs/design.md#span-balancing)
     with pytest.raises(AguiStreamError, match=r"'assistant-1' .* is still open"):
         assert_valid_agui_stream(sse(events))
 

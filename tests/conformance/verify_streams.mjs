@@ -26,7 +26,8 @@
 // stage "verifier".
 //
 // On top of the official pipeline (disabled with --official-only) this script
-// applies agui-bridge's stricter contract (behaviour.md D2):
+// applies agui-bridge's stricter contract
+// (docs/design.md#decision-balanced-spans-and-strict-framing):
 //   stage "deviation": the client had to repair the stream: any
 //     `[ag-ui][compat]` warning (e.g. a JSON null on an optional field),
 //     any `[ag-ui][enforce]` warning (unknown event dropped / unknown property
@@ -54,7 +55,8 @@ import { HttpAgent } from "@ag-ui/client";
 // the deviation stage relies on.
 delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
 
-// Enforcement warnings that agui-bridge produces on purpose (behaviour.md §5.1:
+// Enforcement warnings that agui-bridge produces on purpose
+// (docs/design.md#decision-balanced-spans-and-strict-framing:
 // RUN_ERROR carries the reference adapter's extra threadId/runId fields). The
 // client strips them; nothing else may be stripped.
 const ALLOWED_ENFORCE_WARNINGS = [

@@ -36,7 +36,7 @@ NODE_TIMEOUT_S = 100  # the whole flow (pytest's own timeout is 120 s per test)
 
 @dataclass(frozen=True)
 class Flow:
-    reason: str  # the interrupt's `reason` (behaviour.md 6.1)
+    reason: str  # the interrupt's `reason` (docs/design.md#interrupt-building)
     payload: dict[str, Any]  # the answer the script sends
     text: str  # what the demo agent says once it got that answer
 
@@ -132,7 +132,8 @@ def test_official_client_interrupt_then_resume(node: str, bridge: BridgeUnderTes
     assert len(first["interrupts"]) == 1, why
     interrupt = first["interrupts"][0]
     assert interrupt["reason"] == expected.reason, why
-    assert interrupt["expiresAt"] and interrupt["expiredForClient"] is False, why  # behaviour.md D1
+    # Every interrupt carries its expiry (docs/design.md#decision-interrupts-expire).
+    assert interrupt["expiresAt"] and interrupt["expiredForClient"] is False, why
     assert "resume" not in first["request"], why
     # With an interrupt pending the client itself refuses a plain run, before sending anything.
     assert first["clientGuard"]["refused"] is True and first["clientGuard"]["requestsSent"] == 0, why
@@ -161,7 +162,8 @@ def test_official_client_interrupt_then_resume(node: str, bridge: BridgeUnderTes
 def test_official_client_cancels_an_expired_interrupt_and_continues_the_thread(
     node: str, tmp_path: Path, demo_url: str, demo_token: str
 ) -> None:
-    """D1 with the official client: an expired interrupt can only be cancelled, and that frees the thread.
+    """Interrupts expire, with the official client: an expired interrupt can only be cancelled, and that frees
+    the thread (docs/design.md#decision-interrupts-expire).
 
     The bridge runs with a 2 s interrupt TTL; the script waits until the client itself considers
     the interrupt expired, resumes with ``cancelled`` (the only answer the client allows), expects

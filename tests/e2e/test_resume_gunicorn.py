@@ -1,9 +1,10 @@
 """Interrupt -> resume end to end: `agui-bridge serve` with 4 gevent workers against the demo agent.
 
-Covers every row of the resume matrix (behaviour.md 6.6) plus EXECUTION_EXPIRED (D1), the crash
-cases (a worker or the whole server SIGKILLed right after an interrupt, or in the middle of a turn;
-a state directory that refuses writes), 20 simultaneous resumes of one interrupt, and the state file
-after each step. Where the spec keeps an interrupt retryable, a corrected resume then succeeds.
+Covers every row of the resume matrix (docs/design.md#resume-matrix) plus EXECUTION_EXPIRED
+(docs/design.md#decision-interrupts-expire), the crash cases (a worker or the whole server SIGKILLed
+right after an interrupt, or in the middle of a turn; a state directory that refuses writes), 20
+simultaneous resumes of one interrupt, and the state file after each step. Where the design keeps an
+interrupt retryable, a corrected resume then succeeds.
 
 Rows that need A2A to disagree with the bridge (an unknown session, a task of another context, an
 answer the kernel refuses) are produced by editing the thread file the way a diverged kernel would
@@ -169,7 +170,8 @@ def test_permission_allow_then_deny_across_workers_with_state_checked_after_each
     assert (
         set(entry) == {"value", "sideband", "expiresAt", "announced"} and entry["expiresAt"] == interrupt["expiresAt"]
     )
-    assert "activeRun" not in waiting  # released with the interrupt commit (D7)
+    # Released with the interrupt commit (docs/design.md#decision-lease-release-before-terminal).
+    assert "activeRun" not in waiting
     task_id = waiting["execution"]["taskId"]
     events = resume(server, thread_id, ws, [allow(interrupt)], "success", **keys.props())
     session = custom(events, "iac-code.session.v1")[0]["value"]

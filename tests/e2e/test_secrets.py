@@ -1,4 +1,6 @@
-"""Secrets never reach the state directory or the logs (behaviour.md 8.2 "Never stored", 9.6, 2.2).
+"""Secrets never reach the state directory or the logs ("never stored" in docs/design.md#state-document).
+
+See also docs/design.md#observability and docs/design.md#input-validation.
 
 Every turn carries distinctive credentials in ``forwardedProps.iacCode`` (LLM key, LLM header, AccessKey
 id/secret, STS token) and a private message text. Through gunicorn + gevent at DEBUG level (a normal

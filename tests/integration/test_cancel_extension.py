@@ -1,4 +1,4 @@
-"""The cancellation extension through the Flask test client against the demo agent (behaviour.md 7)."""
+"""The cancellation extension through the Flask test client against the demo agent (docs/design.md#cancellation)."""
 
 from __future__ import annotations
 

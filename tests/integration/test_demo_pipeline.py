@@ -1,10 +1,11 @@
 """The demo agent's Pipeline scenario over real HTTP with raw JSON-RPC calls.
 
-One A2A task, several calls, as the bridge makes them (behaviour.md 4.2, 6.4): a streamed first
-turn that ends at a ``candidate_selection`` input; the answer streamed (``taskId`` set), which runs
-until a *sideband* permission (task stays WORKING with ``pendingPermissions``); the permission
-answered by a unary ``SendMessage`` that returns at once while the turn goes on; ``GetTask`` and
-``SubscribeToTask`` to follow the rest; ``/iac-code/pipeline/state`` for catch-up.
+One A2A task, several calls, as the bridge makes them (docs/design.md#a2a-methods,
+docs/design.md#sending-answers): a streamed first turn that ends at a ``candidate_selection`` input; the
+answer streamed (``taskId`` set), which runs until a *sideband* permission (task stays WORKING with
+``pendingPermissions``); the permission answered by a unary ``SendMessage`` that returns at once while
+the turn goes on; ``GetTask`` and ``SubscribeToTask`` to follow the rest; ``/iac-code/pipeline/state``
+for catch-up.
 """
 
 from __future__ import annotations

@@ -46,7 +46,8 @@ ENV_SECRETS = {
     "DASHSCOPE_API_KEY": "envsecret-llm-" + uuid.uuid4().hex,
 }
 
-#: route -> the statuses it documents (behaviour.md 1.6, 7; /metrics, /console, /health are GETs).
+#: route -> the statuses it documents (docs/design.md#error-envelope, docs/design.md#cancellation;
+#: /metrics, /console, /health are GETs).
 DOCUMENTED: dict[str, frozenset[int]] = {
     "run": frozenset({200, 400, 401, 409, 413, 415}),
     "cancel": frozenset({200, 400, 401, 404, 409, 413, 415}),

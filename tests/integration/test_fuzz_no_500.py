@@ -1,4 +1,7 @@
-"""Property tests for POST /: whatever arrives, never a 500 (behaviour.md D5, 1.4-1.6, 2.1-2.3, D2).
+"""Property tests for POST /: whatever arrives, never a 500 (docs/design.md#decision-no-500).
+
+Covers docs/design.md#pre-stream-checks, docs/design.md#error-envelope, docs/design.md#input-validation,
+docs/design.md#workspace-cwd and, in the stream, docs/design.md#decision-balanced-spans-and-strict-framing.
 
 The app's upstream is a closed loopback port, so any body that passes every pre-stream check ends at
 once with RUN_STARTED + RUN_ERROR(A2A_UNAVAILABLE) (or an in-stream INVALID_INPUT for message
@@ -28,7 +31,7 @@ from tests.agui_checks import assert_valid_agui_stream
 MAX_BODY = 12 * 1024 * 1024
 TOKEN = "s3cret"
 
-#: behaviour.md 1.6 (POST / only; EXECUTION_NOT_FOUND is the cancel route's) -> HTTP status.
+#: docs/design.md#error-envelope (POST / only; EXECUTION_NOT_FOUND is the cancel route's) -> HTTP status.
 PRESTREAM_STATUS: dict[str, int] = {
     "UNAUTHORIZED": 401,
     "UNSUPPORTED_MEDIA_TYPE": 415,
@@ -105,7 +108,8 @@ json_scalars = (
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats()  # NaN / Infinity included: Python's json accepts the literals (1.4 step 5)
+    # NaN / Infinity included: Python's json accepts the literals (JSON check, docs/design.md#pre-stream-checks).
+    | st.floats()
     | st.text(max_size=20)
 )
 json_values = st.recursive(
@@ -369,7 +373,7 @@ def pad_to_declared_length(declared: str, body: bytes) -> bytes:
     except ValueError:
         app_view = -1
     if app_view > MAX_BODY:
-        return body  # rejected from the header alone (1.4 step 4)
+        return body  # rejected from the header alone (size check, docs/design.md#pre-stream-checks)
     werkzeug_view = get_content_length(declared)
     if werkzeug_view is not None and werkzeug_view > len(body):
         return body + b" " * (werkzeug_view - len(body))

@@ -1,8 +1,13 @@
-"""Every pre-stream error of POST / (behaviour.md 1.3-1.7, 1.6 table, 2.1-2.3, 3.1-3.3, D3, D5).
+"""Every pre-stream error of POST / (docs/design.md#pre-stream-checks).
+
+Also docs/design.md#authentication, docs/design.md#error-envelope, docs/design.md#language-selection,
+docs/design.md#input-validation, docs/design.md#workspace-cwd, docs/design.md#thread-binding,
+docs/design.md#request-digest, docs/design.md#admission and docs/design.md#decision-no-500.
 
 One table: each row prepares whatever state it needs (crafted thread files, or a real turn against the
 demo agent), sends one request through the Flask test client and checks status, code, JSON Pointer
-``field`` (D3: INVALID_INPUT only), the localised message and that the body is a bare JSON envelope.
+``field`` (INVALID_INPUT only, docs/design.md#decision-field-specific-errors), the localised message and
+that the body is a bare JSON envelope.
 EXECUTION_NOT_FOUND belongs to the cancel route, which does not exist yet.
 """
 
@@ -240,7 +245,7 @@ ROWS: list[Row] = [
         lambda env: post_json(env.body(preferredLanguage="zh"), **{"Accept-Language": "de-DE"}),
         **{**UNAUTH, "lang": "de"},
     ),
-    # 1.4 step 3: media type.
+    # Pre-stream check: media type (docs/design.md#pre-stream-checks).
     Row(
         "media-text-plain",
         lambda env: {"data": json.dumps(env.body()), "headers": {"Content-Type": "text/plain"}},
@@ -278,7 +283,7 @@ ROWS: list[Row] = [
         key="not_an_object",
         field="",
     ),
-    # 1.4 step 4: size.
+    # Pre-stream check: size (docs/design.md#pre-stream-checks).
     Row(
         "too-large-declared",
         lambda env: {
@@ -297,7 +302,7 @@ ROWS: list[Row] = [
         "REQUEST_TOO_LARGE",
         "request_too_large",
     ),
-    # 1.4 step 5: JSON.
+    # Pre-stream check: JSON (docs/design.md#pre-stream-checks).
     Row(
         "json-garbage",
         lambda env: {"data": b"{not json", "headers": {"Content-Type": JSON}},
@@ -319,7 +324,9 @@ ROWS: list[Row] = [
         "INVALID_JSON",
         "invalid_json",
     ),
-    # 1.4 step 6 / 2.1 envelope / 2.2 iacCode / 2.3 cwd / 2.5 tools (D3: field pointers).
+    # Pre-stream check: a JSON object, then input validation of the envelope, iacCode, cwd and tools
+    # (docs/design.md#input-validation, docs/design.md#workspace-cwd;
+    # field pointers: docs/design.md#decision-field-specific-errors).
     Row("input-array", lambda env: post_json([env.body()]), **INVALID, key="not_an_object", field=""),
     Row("input-string", lambda env: post_json("hi"), **INVALID, key="not_an_object", field=""),
     Row(

@@ -1,4 +1,7 @@
-"""User message -> A2A parts, image rules (behaviour.md 2.4, D10)."""
+"""User message -> A2A parts, image rules.
+
+See docs/design.md#message-content and docs/design.md#decision-images-validated-passed-through.
+"""
 
 from __future__ import annotations
 

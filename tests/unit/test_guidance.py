@@ -1,4 +1,4 @@
-"""Active guidance (behaviour.md 3.6): admission rules and a stream that validates, never projects."""
+"""Active guidance (docs/design.md#guidance): admission rules and a stream that validates, never projects."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pipeline envelopes -> AG-UI (behaviour.md 5.6, 5.7) as tables of cases."""
+"""Pipeline envelopes -> AG-UI (docs/design.md#pipelines) as tables of cases."""
 
 from __future__ import annotations
 

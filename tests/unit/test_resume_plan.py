@@ -1,4 +1,8 @@
-"""The pure resume decisions (behaviour.md 6.3-6.5, D13) and the answer schema check (stack-notes 4.3)."""
+"""The pure resume decisions and the answer schema check.
+
+See docs/design.md#resume-preflight, docs/design.md#sending-answers, docs/design.md#answer-validation and
+docs/design.md#decision-applied-answer-is-already-applied.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Retention (D8) and idleness (9.3) decided from thread files, with real files under a lock."""
+"""Retention and idleness decided from thread files, with real files under a lock.
+
+See docs/design.md#decision-bounded-state and docs/design.md#idle-shutdown.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""RunAgentInput envelope (2.1, D9) and strict forwardedProps.iacCode (2.2) validation."""
+"""RunAgentInput envelope and strict forwardedProps.iacCode validation.
+
+See docs/design.md#input-validation and docs/design.md#decision-agui-1-0-clients.
+"""
 
 from __future__ import annotations
 

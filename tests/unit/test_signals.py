@@ -53,7 +53,10 @@ def test_flat_result_is_accepted() -> None:
 
 
 def test_jsonrpc_error_is_never_taken_for_a_task() -> None:
-    """D4: the request id of an error payload must not become a task id."""
+    """The request id of an error payload must not become a task id.
+
+    See docs/design.md#decision-jsonrpc-errors-on-every-call.
+    """
     with pytest.raises(A2ARpcError) as info:
         unwrap({"jsonrpc": "2.0", "id": "rpc-7", "error": {"code": -32001, "message": "Task x is not active"}})
     assert info.value.code == -32001

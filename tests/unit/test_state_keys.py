@@ -1,4 +1,4 @@
-"""Thread file stems (behaviour.md 8.1) and contextId derivation (3.1)."""
+"""Thread file stems (docs/design.md#state-location) and contextId derivation (docs/design.md#thread-binding)."""
 
 from __future__ import annotations
 

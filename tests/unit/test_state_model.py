@@ -1,4 +1,8 @@
-"""ThreadState <-> schemaVersion 1 document (behaviour.md 8.2, 8.4, D1, D6)."""
+"""ThreadState <-> schemaVersion 1 document.
+
+See docs/design.md#state-document, docs/design.md#state-load, docs/design.md#decision-interrupts-expire and
+docs/design.md#decision-many-workers-one-truth.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lease owner ids and liveness, including PID reuse (stack-notes 3.4)."""
+"""Lease owner ids and liveness, including PID reuse (docs/design.md#lease-owner-id)."""
 
 from __future__ import annotations
 

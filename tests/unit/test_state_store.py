@@ -1,4 +1,8 @@
-"""ThreadStore: atomic files, modes, corruption isolation, and cross-process locking (8.3, 8.4, D6)."""
+"""ThreadStore: atomic files, modes, corruption isolation, and cross-process locking.
+
+See docs/design.md#state-write-protocol, docs/design.md#state-load and
+docs/design.md#decision-many-workers-one-truth.
+"""
 
 from __future__ import annotations
 

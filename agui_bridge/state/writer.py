@@ -7,8 +7,9 @@ pending, performs them in order, fsyncs the power-class files, then each of thei
 only then wakes the waiters. A waiter therefore still returns only after its fact is where its class
 says it must be, so the fail-closed order of the commit points is unchanged.
 
-Crash-class writes are visible (renamed) before their waiter wakes; their fsync is deferred to when the
-writer is idle (or too many are outstanding), and skipped for a file that a later write has replaced.
+Crash-class writes are visible (renamed) before their waiter wakes; their fsync is deferred until the
+writer is idle (or too many are outstanding), skipped for a file that a later write has replaced, and done
+by a second thread (the syncer), so no commit ever waits behind a sync it did not ask for.
 The writer keeps the order in which writes were submitted, so a thread's writes land in the order made.
 
 The waiting side works under both back-ends: in a gevent-patched process the waiter parks its greenlet on
@@ -190,9 +191,14 @@ class StateWriter:
         self._signal.acquire()
         #: Crash-class files renamed into place but not yet fsynced: path -> open descriptor.
         self._deferred: dict[Path, int] = {}
+        #: Deferred syncs handed to the syncer thread, which fsyncs them without delaying any commit.
+        self._to_sync: deque[dict[Path, int]] = deque()
+        self._sync_signal = lock()
+        self._sync_signal.acquire()
         #: Test hook: called by the writer thread before each batch (holds the writer back).
         self.before_batch: Callable[[], None] | None = None
         thread(target=self._run, name="agui-state-writer", daemon=True).start()
+        thread(target=self._run_syncer, name="agui-state-syncer", daemon=True).start()
 
     # -------------------------------------------------------------------------------- submitting side
 
@@ -299,10 +305,25 @@ class StateWriter:
             os.close(fd)
 
     def _sync_deferred(self) -> None:
-        """Make earlier crash-class writes durable too, off every waiter's path (bounds the window)."""
+        """Hand earlier crash-class writes to the syncer thread, which makes them durable too (bounds the
+        window) while the writer goes on: a commit never waits behind a sync it did not ask for."""
         if not self._deferred:
             return
         deferred, self._deferred = self._deferred, {}
+        self._to_sync.append(deferred)
+        with suppress(RuntimeError):
+            self._sync_signal.release()
+
+    # -------------------------------------------------------------------------------- syncer thread
+
+    def _run_syncer(self) -> None:
+        while True:
+            self._sync_signal.acquire()
+            while self._to_sync:
+                self._sync(self._to_sync.popleft())
+
+    @staticmethod
+    def _sync(deferred: dict[Path, int]) -> None:
         for fd in deferred.values():
             if fd >= 0:
                 with suppress(OSError):

@@ -153,3 +153,48 @@ def require_patched(modules: tuple[str, ...] = ("socket", "ssl", "threading", "t
     missing = [m for m in modules if not monkey.is_module_patched(m)]
     if missing:
         raise RuntimeError(f"gevent did not patch: {', '.join(missing)}")
+
+
+def watch_client_eof(sock: Any, on_eof: Callable[[], None]) -> TaskHandle | None:
+    """Call `on_eof` as soon as the client closes its end of `sock`, without waiting for a write.
+
+    A streaming WSGI response only learns of a departure when a write fails (stack-notes 2.5), so an idle
+    stream noticed it at its next heartbeat. Under gevent a greenlet parks on the socket's readability
+    (no polling, no CPU while the client is quiet); readable with nothing to read is EOF. Bytes sent by
+    the client (a pipelined request) are left for the server, and the watch ends. Returns None where it
+    cannot watch (no socket, or the thread back-end: a blocked OS thread per stream is not worth it).
+    """
+    if sock is None or not socket_is_patched():
+        return None
+    try:
+        fileno = sock.fileno()
+    except (AttributeError, OSError):
+        return None
+    import socket as socket_mod
+
+    import gevent
+    from gevent.socket import wait_read
+
+    def peek() -> bytes:
+        # A duplicate descriptor with a zero timeout: the server's socket object keeps its own timeout.
+        probe = socket_mod.fromfd(fileno, sock.family, sock.type)
+        try:
+            probe.settimeout(0.0)
+            return probe.recv(1, socket_mod.MSG_PEEK)
+        finally:
+            probe.close()
+
+    def watch() -> None:
+        try:
+            wait_read(fileno)
+            data = peek()
+        except BlockingIOError:
+            return  # spurious wake-up: nothing to say
+        except OSError:
+            data = b""  # reset by the peer: gone as well
+        if data == b"":
+            on_eof()
+
+    greenlet = gevent.spawn(watch)
+    greenlet.name = "client-eof"
+    return _GreenletHandle(greenlet)

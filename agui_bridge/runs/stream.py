@@ -117,6 +117,10 @@ class _StopRequested(Exception):
     """Internal: the worker is shutting down (graceful drain, stack-notes 2.7)."""
 
 
+class _ClientGone(Exception):
+    """Internal: the client closed its connection (`client_departed`): end as a disconnect."""
+
+
 class _Terminal(Exception):
     """Internal: the run reached its terminal event (carried as the events to write)."""
 
@@ -165,6 +169,7 @@ class RunStream:
         self._awaiting: tuple[str, ...] = ()
         self._accepted = not ticket.is_resume
         self._stop_requested = False
+        self._client_gone = False
         self._wait_queue: Any = None
         self._observer = deps.observer
         self._observer.run_started()
@@ -278,6 +283,13 @@ class RunStream:
         self._stop_requested = True
         self._wake()
 
+    def client_departed(self) -> None:
+        """The client closed its socket (`runtime.watch_client_eof`): end now, as a disconnect would at
+        the next write (task cancelled, lease released), instead of at the next heartbeat."""
+        if not self._finished:
+            self._client_gone = True
+            self._wake()
+
     def _wake(self) -> None:
         queue = self._wait_queue
         if queue is not None:
@@ -293,6 +305,8 @@ class RunStream:
         """
         if self._stop_requested:
             raise _StopRequested()
+        if self._client_gone:
+            raise _ClientGone()
         if self._cancel_requested:
             # The cancellation extension cancels the A2A task and retires the execution itself, right
             # after telling this worker (runs/cancel.py): doing either here as well would race it.
@@ -374,6 +388,8 @@ class RunStream:
                 yield self._encode(terminal.events)
             except _StopRequested:
                 yield self._encode(self._shutdown())
+            except _ClientGone:
+                return  # nobody to tell: the clean-up below handles it as a disconnect
             except BridgeError as error:
                 yield self._encode(self._end_with_error(error))
             except A2AError as exc:

@@ -55,6 +55,9 @@ __all__ = [
 THREADS_DIR = "threads"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+#: How often a waiter retries another process's lock (filelock's default is 50 ms). Only one waiter per
+#: worker and thread polls (the in-process lock queues the rest), and a try is one non-blocking flock.
+LOCK_POLL_S = 0.005
 
 
 def _reject_constant(name: str) -> object:
@@ -262,6 +265,7 @@ class ThreadStore:
                 mode=FILE_MODE,
                 fallback_to_soft=False,  # never silently degrade to marker files (stack-notes 3.3)
                 preserve_lock_file=True,  # waiters must share one inode
+                poll_interval=LOCK_POLL_S,
             )
             try:
                 lock.acquire()

@@ -7,8 +7,8 @@ pending, performs them in order, fsyncs the power-class files, then each of thei
 only then wakes the waiters. A waiter therefore still returns only after its fact is where its class
 says it must be, so the fail-closed order of the commit points is unchanged.
 
-Crash-class writes are visible (renamed) before their waiter wakes; their fsync is deferred until the
-writer is idle (or too many are outstanding), skipped for a file that a later write has replaced, and done
+Crash-class writes are visible (renamed) before their waiter wakes; their fsync is deferred by about a
+second (at once when too many are outstanding), skipped for a file that a later write has replaced, and done
 by a second thread (the syncer), so no commit ever waits behind a sync it did not ask for.
 The writer keeps the order in which writes were submitted, so a thread's writes land in the order made.
 
@@ -33,9 +33,12 @@ __all__ = ["Durability", "StateWriter", "WriteError", "state_writer"]
 
 FILE_MODE = 0o600
 _REPLACE_RETRY_DELAYS_S = (0.01, 0.05, 0.1)
-#: Deferred crash-class fsyncs are done when the writer is idle, or at once when this many are waiting.
+#: A crash-class write is fsynced in the background once it is this old and still current: most are
+#: replaced sooner (admission by the identity commit of the same run) and then need no sync at all.
+SYNC_DELAY_S = 1.0
+#: ... or at once, whatever their age, when this many are waiting (bounds open descriptors).
 MAX_DEFERRED_SYNCS = 256
-#: The writer wakes at least this often, so deferred syncs never wait long for an idle moment.
+#: The writer wakes at least this often to hand aged writes to the syncer.
 IDLE_POLL_S = 0.5
 
 
@@ -189,8 +192,8 @@ class StateWriter:
         self._jobs: deque[_Job] = deque()
         self._signal = lock()  # a binary semaphore: released = "work may be pending"
         self._signal.acquire()
-        #: Crash-class files renamed into place but not yet fsynced: path -> open descriptor.
-        self._deferred: dict[Path, int] = {}
+        #: Crash-class files renamed into place but not yet fsynced: path -> (open descriptor, written at).
+        self._deferred: dict[Path, tuple[int, float]] = {}
         #: Deferred syncs handed to the syncer thread, which fsyncs them without delaying any commit.
         self._to_sync: deque[dict[Path, int]] = deque()
         self._sync_signal = lock()
@@ -235,8 +238,7 @@ class StateWriter:
                     job.finish()
                 if not isinstance(exc, Exception):
                     raise
-            if not self._jobs or len(self._deferred) >= MAX_DEFERRED_SYNCS:
-                self._sync_deferred()
+            self._sync_deferred()
 
     def _write_batch(self, batch: list[_Job]) -> None:
         durable: list[_Job] = []
@@ -250,10 +252,8 @@ class StateWriter:
                 if fd is not None:
                     os.close(fd)
             else:
-                if fd is not None:
-                    self._deferred[job.path] = fd
-                else:
-                    self._deferred.setdefault(job.path, -1)  # an unlink: only its directory needs a sync
+                # An unlink (no fd) only needs its directory synced.
+                self._deferred[job.path] = (-1 if fd is None else fd, time.monotonic())
                 job.finish()
         failed_dirs: set[Path] = set()
         for directory in sorted({job.path.parent for job in durable}):
@@ -300,17 +300,26 @@ class StateWriter:
 
     def _forget_deferred(self, path: Path) -> None:
         """A new write replaces `path`: the old inode's pending sync no longer matters."""
-        fd = self._deferred.pop(path, None)
-        if fd is not None and fd >= 0:
-            os.close(fd)
+        entry = self._deferred.pop(path, None)
+        if entry is not None and entry[0] >= 0:
+            os.close(entry[0])
 
     def _sync_deferred(self) -> None:
-        """Hand earlier crash-class writes to the syncer thread, which makes them durable too (bounds the
-        window) while the writer goes on: a commit never waits behind a sync it did not ask for."""
+        """Hand crash-class writes older than `SYNC_DELAY_S` (all of them past `MAX_DEFERRED_SYNCS`) to the
+        syncer thread, which makes them durable too (bounds the window) while the writer goes on: a commit
+        never waits behind a sync it did not ask for."""
         if not self._deferred:
             return
-        deferred, self._deferred = self._deferred, {}
-        self._to_sync.append(deferred)
+        if len(self._deferred) >= MAX_DEFERRED_SYNCS:
+            due, self._deferred = self._deferred, {}
+        else:
+            cutoff = time.monotonic() - SYNC_DELAY_S
+            due = {path: entry for path, entry in self._deferred.items() if entry[1] <= cutoff}
+            if not due:
+                return
+            for path in due:
+                del self._deferred[path]
+        self._to_sync.append({path: fd for path, (fd, _) in due.items()})
         with suppress(RuntimeError):
             self._sync_signal.release()
 

@@ -2,15 +2,15 @@
 
 Under gevent a blocking system call (write, fsync, rename) stops every greenlet of the worker, so a burst
 of N commits would stall all streams for N fsyncs (docs/design.md §6.1). Here the greenlet that commits
-hands a prepared write to the writer thread and waits cooperatively; the writer takes every write that is
-pending, performs them in order, fsyncs the power-class files, then each of their directories once, and
-only then wakes the waiters. A waiter therefore still returns only after its fact is where its class
-says it must be, so the fail-closed order of the commit points is unchanged.
+hands a prepared write to a writer thread (one per durability class) and waits cooperatively; the writer
+takes every write that is pending, performs them in order, fsyncs the power-class files, then each of their
+directories once, and only then wakes the waiters. A waiter therefore still returns only after its fact is
+where its class says it must be, so the fail-closed order of the commit points is unchanged.
 
 Crash-class writes are visible (renamed) before their waiter wakes; their fsync is deferred by about a
 second (at once when too many are outstanding), skipped for a file that a later write has replaced, and done
 by a second thread (the syncer), so no commit ever waits behind a sync it did not ask for.
-The writer keeps the order in which writes were submitted, so a thread's writes land in the order made.
+A thread's writes land in the order made: each waits, under the thread's lock, until it is done.
 
 The waiting side works under both back-ends: in a gevent-patched process the waiter parks its greenlet on
 an async watcher of its hub (safe to signal from another thread); otherwise it waits on a native event.
@@ -125,14 +125,18 @@ class _Job:
             self.waiter.complete()
 
 
+def _start_native_thread(target: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
+    threading.Thread(target=target, args=args, name=name, daemon=True).start()
+
+
 def _native() -> tuple[Callable[[], Any], Callable[[], Any], Callable[..., Any], bool]:
     """(lock factory, event factory, thread starter, patched): the real primitives even after patching."""
     try:
         from gevent import monkey
     except ImportError:  # pragma: no cover - gevent is a hard dependency
-        return threading.Lock, threading.Event, threading.Thread, False
+        return threading.Lock, threading.Event, _start_native_thread, False
     if not monkey.is_module_patched("threading"):
-        return threading.Lock, threading.Event, threading.Thread, False
+        return threading.Lock, threading.Event, _start_native_thread, False
     lock = monkey.get_original("threading", "Lock")
     start = monkey.get_original("_thread", "start_new_thread")
 
@@ -151,15 +155,11 @@ def _native() -> tuple[Callable[[], Any], Callable[[], Any], Callable[..., Any],
             self._lock.acquire()
             self._lock.release()
 
-    class _Thread:
-        def __init__(self, target: Callable[[], None], name: str, daemon: bool) -> None:
-            del name, daemon  # a raw OS thread: never joined, dies with the process
-            self._target = target
+    def start_thread(target: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
+        del name  # a raw OS thread: never joined, dies with the process
+        start(target, args)
 
-        def start(self) -> None:
-            start(self._target, ())
-
-    return lock, _Event, _Thread, True
+    return lock, _Event, start_thread, True
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -181,27 +181,47 @@ def _replace(source: str, target: Path) -> None:
     os.replace(source, target)
 
 
+class _Lane:
+    """One writer thread and its queue: one for each durability class."""
+
+    def __init__(self, durability: Durability, lock: Callable[[], Any]) -> None:
+        self.durability = durability
+        self.jobs: deque[_Job] = deque()
+        self.signal = lock()  # a binary semaphore: released = "work may be pending"
+        self.signal.acquire()
+
+    def wake(self) -> None:
+        with suppress(RuntimeError):  # already released: the thread is awake anyway
+            self.signal.release()
+
+
 class StateWriter:
-    """One per process (`state_writer()`); started on first use, re-created in a forked child."""
+    """One per process (`state_writer()`); started on first use, re-created in a forked child.
+
+    Two writer threads, one per durability class, so a crash-class commit (an admission: what the time
+    to RUN_STARTED waits for) never queues behind another run's fsyncs. Their order needs no care: a
+    commit returns only when done and holds its thread's lock meanwhile, so no path ever has two writes
+    in flight, in one lane or across both.
+    """
 
     def __init__(self) -> None:
         self._pid = os.getpid()
-        lock, event, thread, patched = _native()
+        lock, event, start_thread, patched = _native()
         self._patched = patched
         self._event_factory = event
-        self._jobs: deque[_Job] = deque()
-        self._signal = lock()  # a binary semaphore: released = "work may be pending"
-        self._signal.acquire()
+        self._lanes = {durability: _Lane(durability, lock) for durability in Durability}
         #: Crash-class files renamed into place but not yet fsynced: path -> (open descriptor, written at).
         self._deferred: dict[Path, tuple[int, float]] = {}
+        self._deferred_lock = lock()  # both lanes forget entries; the crash lane adds and hands them on
         #: Deferred syncs handed to the syncer thread, which fsyncs them without delaying any commit.
         self._to_sync: deque[dict[Path, int]] = deque()
         self._sync_signal = lock()
         self._sync_signal.acquire()
-        #: Test hook: called by the writer thread before each batch (holds the writer back).
-        self.before_batch: Callable[[], None] | None = None
-        thread(target=self._run, name="agui-state-writer", daemon=True).start()
-        thread(target=self._run_syncer, name="agui-state-syncer", daemon=True).start()
+        #: Test hook: called by a writer thread with each batch before writing it (holds that lane back).
+        self.before_batch: Callable[[list[_Job]], None] | None = None
+        for durability, lane in self._lanes.items():
+            start_thread(self._run, (lane,), f"agui-state-writer-{durability.value}")
+        start_thread(self._run_syncer, (), "agui-state-syncer")
 
     # -------------------------------------------------------------------------------- submitting side
 
@@ -209,36 +229,39 @@ class StateWriter:
         """Write (or, with `payload` None, remove) `path` and wait until done; raises `WriteError`."""
         waiter: _Waiter = _HubWaiter() if self._patched else _NativeWaiter(self._event_factory())
         job = _Job(path, payload, durability, waiter)
-        self._jobs.append(job)
-        with suppress(RuntimeError):  # already released: the writer is awake anyway
-            self._signal.release()
+        lane = self._lanes[durability]
+        lane.jobs.append(job)
+        lane.wake()
         waiter.wait()
         if job.error is not None:
             raise job.error
 
-    # -------------------------------------------------------------------------------- writer thread
+    def pending(self, durability: Durability) -> int:
+        """Writes of this class waiting for their lane (tests and diagnostics)."""
+        return len(self._lanes[durability].jobs)
 
-    def _run(self) -> None:
+    # -------------------------------------------------------------------------------- writer threads
+
+    def _run(self, lane: _Lane) -> None:
         while True:
-            self._signal.acquire(timeout=IDLE_POLL_S)
-            if not self._jobs:
-                self._sync_deferred()
-                continue
-            hook = self.before_batch
-            if hook is not None:
-                hook()
+            lane.signal.acquire(timeout=IDLE_POLL_S)
             batch: list[_Job] = []
-            while self._jobs:
-                batch.append(self._jobs.popleft())
-            try:
-                self._write_batch(batch)
-            except BaseException as exc:  # never leave a waiter parked
-                for job in batch:
-                    job.error = job.error or WriteError("thread state write failed")
-                    job.finish()
-                if not isinstance(exc, Exception):
-                    raise
-            self._sync_deferred()
+            while lane.jobs:
+                batch.append(lane.jobs.popleft())
+            if batch:
+                hook = self.before_batch
+                if hook is not None:
+                    hook(batch)
+                try:
+                    self._write_batch(batch)
+                except BaseException as exc:  # never leave a waiter parked
+                    for job in batch:
+                        job.error = job.error or WriteError("thread state write failed")
+                        job.finish()
+                    if not isinstance(exc, Exception):
+                        raise
+            if lane.durability is Durability.CRASH:
+                self._sync_deferred()
 
     def _write_batch(self, batch: list[_Job]) -> None:
         durable: list[_Job] = []
@@ -252,8 +275,8 @@ class StateWriter:
                 if fd is not None:
                     os.close(fd)
             else:
-                # An unlink (no fd) only needs its directory synced.
-                self._deferred[job.path] = (-1 if fd is None else fd, time.monotonic())
+                with self._deferred_lock:  # an unlink (no fd) only needs its directory synced
+                    self._deferred[job.path] = (-1 if fd is None else fd, time.monotonic())
                 job.finish()
         failed_dirs: set[Path] = set()
         for directory in sorted({job.path.parent for job in durable}):
@@ -300,7 +323,8 @@ class StateWriter:
 
     def _forget_deferred(self, path: Path) -> None:
         """A new write replaces `path`: the old inode's pending sync no longer matters."""
-        entry = self._deferred.pop(path, None)
+        with self._deferred_lock:
+            entry = self._deferred.pop(path, None)
         if entry is not None and entry[0] >= 0:
             os.close(entry[0])
 
@@ -308,17 +332,18 @@ class StateWriter:
         """Hand crash-class writes older than `SYNC_DELAY_S` (all of them past `MAX_DEFERRED_SYNCS`) to the
         syncer thread, which makes them durable too (bounds the window) while the writer goes on: a commit
         never waits behind a sync it did not ask for."""
-        if not self._deferred:
-            return
-        if len(self._deferred) >= MAX_DEFERRED_SYNCS:
-            due, self._deferred = self._deferred, {}
-        else:
-            cutoff = time.monotonic() - SYNC_DELAY_S
-            due = {path: entry for path, entry in self._deferred.items() if entry[1] <= cutoff}
-            if not due:
+        with self._deferred_lock:
+            if not self._deferred:
                 return
-            for path in due:
-                del self._deferred[path]
+            if len(self._deferred) >= MAX_DEFERRED_SYNCS:
+                due, self._deferred = self._deferred, {}
+            else:
+                cutoff = time.monotonic() - SYNC_DELAY_S
+                due = {path: entry for path, entry in self._deferred.items() if entry[1] <= cutoff}
+                if not due:
+                    return
+                for path in due:
+                    del self._deferred[path]
         self._to_sync.append({path: fd for path, (fd, _) in due.items()})
         with suppress(RuntimeError):
             self._sync_signal.release()

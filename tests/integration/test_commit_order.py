@@ -24,9 +24,9 @@ def test_no_event_overtakes_the_commit_it_depends_on(client: FlaskClient, worksp
     completed: list[int] = []  # len(received) when each batch had completed
     real_write_batch = writer._write_batch
 
-    def hold() -> None:
+    def hold(batch: list[Any]) -> None:
         time.sleep(HOLD_S)  # a slow disk; the client must see nothing new meanwhile
-        held.append(([e["type"] for e in received], [job.durability for job in writer._jobs]))
+        held.append(([e["type"] for e in received], [job.durability for job in batch]))
 
     def write_batch(batch: list[Any]) -> None:
         real_write_batch(batch)

@@ -33,8 +33,10 @@ class _Gate:
     def __init__(self) -> None:
         self.reached = threading.Event()
         self.release = threading.Event()
+        self.batches: list[int] = []
 
-    def __call__(self) -> None:
+    def __call__(self, batch: list[object]) -> None:
+        self.batches.append(len(batch))
         self.reached.set()
         assert self.release.wait(30)
 
@@ -105,16 +107,18 @@ def test_concurrent_power_commits_share_one_directory_sync(tmp_path: Path, gate:
     assert gate.reached.wait(10)  # the writer now holds the first commit back ...
     for worker in workers[1:]:
         worker.start()
-    while len(state_writer()._jobs) < 8:  # ... while the other seven queue behind it
+    while state_writer().pending(Durability.POWER) < 7:  # ... while the other seven queue behind it
         threading.Event().wait(0.01)
     assert all(store.read(f"thread-{i}") is None for i in range(8))  # nothing held is written yet
     gate.release.set()
     for worker in workers:
         worker.join(30)
     assert all(store.read(f"thread-{i}") == _state(f"thread-{i}") for i in range(8))
+    # The seven that queued were taken as one batch: each file fsynced, their directory once (plus the
+    # first commit's own directory sync).
+    assert gate.batches == [1, 7]
     assert fsyncs.count("file") == 8
-    # All eight were taken as one batch: each file fsynced, their directory once.
-    assert fsyncs.count("dir") == 1
+    assert fsyncs.count("dir") == 2
 
 
 def test_crash_class_commit_returns_before_any_fsync(
@@ -184,7 +188,7 @@ def counting(batch):
     batches.append(len(batch))
     real(batch)
 state_writer()._write_batch = counting
-state_writer().before_batch = lambda: sleep(0.3)  # a slow disk: every batch takes 0.3 s
+state_writer().before_batch = lambda batch: sleep(0.3)  # a slow disk: every batch takes 0.3 s
 ticks = []
 def ticker():
     while True:

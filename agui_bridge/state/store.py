@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import orjson
 from filelock import FileLock, Timeout
 
 from agui_bridge import tracing
@@ -62,6 +63,21 @@ LOCK_POLL_S = 0.005
 
 def _reject_constant(name: str) -> object:
     raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _parse(data: bytes) -> object:
+    """Strict JSON of a thread file: orjson where it accepts the bytes (several times faster; it refuses NaN
+    as we do), else the standard library decides, so a file is accepted or refused as before (an integer
+    beyond 64 bits, which no thread file holds, becomes a float that `from_document` then refuses)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        parsed: object = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise StateCorrupt("thread file is not valid UTF-8 JSON") from None
+    return parsed
 
 
 def _serialise(state: ThreadState) -> bytes:
@@ -220,11 +236,7 @@ class ThreadStore:
             raise StateError("thread file unreadable") from exc
         finally:
             os.close(fd)
-        try:
-            parsed: object = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            raise StateCorrupt("thread file is not valid UTF-8 JSON") from None
-        return parsed
+        return _parse(data)
 
     # ----------------------------------------------------------------------------------------- locking
 

@@ -193,8 +193,9 @@ OPTIONS: tuple[Option, ...] = (
         "--state-retention-days must be a positive number.", "prune idle thread files after this many days",
     ),
     Option(
-        "max_active_runs", "MAX_ACTIVE_RUNS", 800, _positive_int, "--max-active-runs must be >= 1.",
-        "active streams per worker before new runs get 503", setting="max_active_runs_per_worker",
+        "max_active_runs", "MAX_ACTIVE_RUNS", 5000, _positive_int, "--max-active-runs must be >= 1.",
+        "active streams per worker before new runs get 503 (also sizes gunicorn's worker_connections)",
+        setting="max_active_runs_per_worker",
     ),
     Option(
         "max_thread_streams", "MAX_THREAD_STREAMS", 16, _positive_int, "--max-thread-streams must be >= 1.",
@@ -239,8 +240,8 @@ OPTIONS: tuple[Option, ...] = (
         "bind a non-loopback address without a token (Host must still be a loopback name)", switch=True,
     ),
     Option(
-        "worker_connections", "WORKER_CONNECTIONS", 1000, _positive_int, "worker_connections must be >= 1.",
-        "gunicorn connections per gevent worker", flag=False,
+        "worker_connections", "WORKER_CONNECTIONS", None, _positive_int, "worker_connections must be >= 1.",
+        "gunicorn connections per gevent worker (default: derived from --max-active-runs)", flag=False,
     ),
     Option(
         "worker_tmp_dir", "WORKER_TMP_DIR", None, _string, "worker_tmp_dir must be a string.",
@@ -360,10 +361,24 @@ def build_settings(resolved: Resolved, environ: Mapping[str, str], *, serving: b
         cwds = environ.get("IACCODE_A2A_ALLOWED_CWDS")
     changes["allowed_cwds"] = allowed_roots(cwds) if cwds is not None else None
     changes["default_language"] = process_default_language(environ)
+    if resolved["worker_connections"] is None:
+        changes["worker_connections"] = worker_connections_for(resolved["max_active_runs"])
     settings = Settings(**changes)
     if serving:
         check_settings(settings)
     return settings
+
+
+#: Connections a worker keeps free beyond its streams: /health and /metrics probes, the extensions (cancel,
+#: status, capabilities), the console, and the quick 503s of runs refused at the limit.
+CONNECTION_HEADROOM_MIN = 128
+CONNECTION_HEADROOM_FRACTION = 0.10
+
+
+def worker_connections_for(max_active_runs: int) -> int:
+    """gunicorn's `worker_connections` for `--max-active-runs`: when gevent's pool is full the worker stops
+    accepting, so without headroom a full worker could not even answer `/health` (README "Capacity")."""
+    return max_active_runs + max(CONNECTION_HEADROOM_MIN, int(max_active_runs * CONNECTION_HEADROOM_FRACTION))
 
 
 def check_settings(settings: Settings) -> None:
@@ -397,6 +412,8 @@ def describe(resolved: Resolved) -> list[dict[str, str]]:
         value = resolved[option.name]
         if option.secret:
             shown = MASK if value else "(not set)"
+        elif value is None and option.name == "worker_connections":
+            shown = f"{worker_connections_for(resolved['max_active_runs'])} (from max_active_runs)"
         elif value is None:
             shown = "(not set)"
         elif isinstance(value, bool):

@@ -39,6 +39,34 @@ def logconfig(loglevel: str, log_format: str) -> dict[str, Any]:
     }
 
 
+#: Descriptors a worker needs besides its connections: state files, locks, logs, the A2A pool's spares.
+OPEN_FILES_SPARE = 256
+
+
+def open_files_needed(worker_connections: int) -> int:
+    """Every stream holds two sockets (the client's and the kernel's) plus the worker's own files."""
+    return 2 * worker_connections + OPEN_FILES_SPARE
+
+
+def raise_open_files_limit(needed: int) -> int:
+    """Raise the soft RLIMIT_NOFILE toward `needed` (inherited by the workers forked after this, in the
+    master); returns the limit left if it is still too low, else 0. A default soft limit of 1024 would
+    make `accept` fail with EMFILE long before `--max-active-runs`."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return 0
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        target = soft
+    return 0 if target >= needed else target
+
+
 def gunicorn_settings(settings: Settings) -> dict[str, Any]:
     """gunicorn's settings and hooks for validated `Settings` (the CLI and deploy/gunicorn.conf.py)."""
     from agui_bridge.config import unauthenticated_warning
@@ -48,6 +76,14 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
     def on_starting(server: Any) -> None:
         if warning:
             server.log.warning("agui-bridge: %s", warning)
+        short = raise_open_files_limit(open_files_needed(settings.worker_connections))
+        if short:
+            server.log.warning(
+                "agui-bridge: the open-files limit (%d) is below the %d a full worker needs; raise LimitNOFILE "
+                "or ulimit -n, or lower --max-active-runs",
+                short,
+                open_files_needed(settings.worker_connections),
+            )
 
     return {
         "bind": [f"{settings.host}:{settings.port}"],

@@ -38,7 +38,7 @@ class Settings:
     lock_timeout_s: float = 10.0
     max_request_bytes: int = 12 * MIB
     max_cancel_bytes: int = 64 * 1024
-    max_active_runs_per_worker: int = 800
+    max_active_runs_per_worker: int = 5000
     max_thread_streams_per_worker: int = 16  # thread back-end only: a host thread + a pump thread each
     idle_shutdown_s: float = 0.0
     state_retention_days: float = 30.0
@@ -53,7 +53,7 @@ class Settings:
     console_enabled: bool = False
     allow_unauthenticated: bool = False  # a non-loopback bind without a token (Host stays loopback-only)
     graceful_timeout_s: int = 30
-    worker_connections: int = 1000
+    worker_connections: int = 5500  # config.worker_connections_for(max_active_runs_per_worker)
     worker_tmp_dir: str | None = None
     client_write_timeout_s: float = 60.0  # a stream write not taken by the client in time drops it
     iac_code_bin: str | None = None  # the managed iac-code executable (else PATH); read by managed.py

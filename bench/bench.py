@@ -51,7 +51,7 @@ FULL = {
     "lat_clients": 100,
     "lat_turns_100": 8,
     "lat_reps": 3,
-    "idle_sizes": [1000, 5000],
+    "idle_sizes": [100, 1000, 5000],
     "idle_reps": 2,
     "idle_hold_s": 12.0,
     "idle_limit_s": 45.0,
@@ -60,6 +60,7 @@ FULL = {
     "heartbeat_s": 2.0,
     "state_samples": 200,
     "contention_s": 5.0,
+    "phase_turns": 200,
 }
 QUICK = {
     "deltas": 10_000,
@@ -80,8 +81,11 @@ QUICK = {
     "heartbeat_s": 2.0,
     "state_samples": 40,
     "contention_s": 2.0,
+    "phase_turns": 40,
 }
-SECTIONS = ("throughput", "profile", "latency", "idle", "state")
+SECTIONS = ("throughput", "profile", "latency", "phases", "idle", "state")
+#: The code before issue 14 (durable commits off the event loop): the "before" of the phase breakdown.
+PHASES_BEFORE_REF = "ce69201"
 
 
 def over_reps(values: list[float | None], digits: int = 3) -> dict[str, Any]:
@@ -719,6 +723,44 @@ class Bench:
         summary = {".".join(p): over_reps([pick(p, r) for r in reps]) for p in paths}
         return {"summary": summary, "reps": reps}
 
+    # ---- phases (issue 14) ---------------------------------------------------------------------------------
+
+    def section_phases(self, replay: h.Replay) -> None:
+        """Per-phase cost of a 10-delta turn in-process (bench/phases.py), before issue 14 and now."""
+        before = self.tmp / "src-before"
+        before.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", self.source["checkout"], "archive", self.args.phases_before, "agui_bridge", "setup.cfg"],
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        subprocess.run(["tar", "-x", "-C", str(before)], input=archive.stdout, check=True, timeout=60)
+        out: dict[str, Any] = {"before_ref": self.args.phases_before, "turns": self.cfg["phase_turns"]}
+        for label, tree in (("before", before), ("after", h.REPO_ROOT)):
+            h.log(f"phases: {label} ({tree})")
+            env = h.base_env()
+            env["PYTHONPATH"] = str(tree)
+            out[label] = h.run_json(
+                [
+                    str(h.BENCH_PY),
+                    str(h.BENCH_DIR / "phases.py"),
+                    "--upstream",
+                    replay.url,
+                    "--token",
+                    self.token,
+                    "--state",
+                    str(self.state_dir(f"phases-{label}")),
+                    "--workspace",
+                    self.ws,
+                    "--turns",
+                    str(self.cfg["phase_turns"]),
+                ],
+                env=env,
+                timeout=900,
+            )
+        self.res["phases"] = out
+
     # ---- state ---------------------------------------------------------------------------------------------
 
     def section_state(self) -> None:
@@ -783,6 +825,8 @@ class Bench:
                         self.section_idle(replay)
                     elif section == "state":
                         self.section_state()
+                    elif section == "phases":
+                        self.section_phases(replay)
                     elif section == "profile" and "throughput" not in self.sections:
                         bridge = self.bridge("bridge-profile", replay.url)
                         self.warm(bridge.port)
@@ -864,53 +908,94 @@ def _get(res: dict[str, Any], *path: str) -> Any:
 
 
 def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 14's targets: ratios to the reference measured in the same run, or absolute bounds."""
     out: list[dict[str, Any]] = []
 
     def add(name: str, target: str, measured: Any, met: bool | None, unit: str = "", note: str = "") -> None:
         out.append({"target": name, "goal": target, "measured": measured, "unit": unit, "met": met, "note": note})
 
-    tp = res.get("throughput", {})
-    r = tp.get("ratios", {})
-    x = r.get("bridge_vs_reference_events_per_s")
-    add("throughput vs reference (replay)", ">= 5x events/s", x, None if x is None else x >= 5, "x")
-    x = r.get("bridge_vs_reference_cpu_per_event")
-    add("CPU per event vs reference (replay)", "<= 0.2x", x, None if x is None else x <= 0.2, "x")
-    x = r.get("bridge_vs_direct_events_per_s")
-    add("throughput vs direct read (replay)", ">= 0.25x events/s", x, None if x is None else x >= 0.25, "x")
-    idle = _get(res, "idle", "cases")
-    big = None
-    if isinstance(idle, dict) and idle:
-        big = max(idle, key=int)
-    s = _get(res, "idle", "cases", big, "bridge", "summary") if big else None
-    label = f"{big} idle streams" if big else "idle streams"
-    if big and int(big) < 5000:
-        label += " (quick run: the target is for 5,000)"
-    if s:
-        n = int(big)  # type: ignore[arg-type]
-        conns = med(s.get("upstream_streams_held"))
-        add(
-            f"{label}: one upstream connection each",
-            f"== {n} held upstream turns",
-            conns,
-            None if conns is None else conns >= n,
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None or b == 0 else round(a / b, 3)
+
+    lat_b, lat_r = _get(res, "latency", "bridge"), _get(res, "latency", "reference")
+    clients = _get(res, "latency", "clients")
+    if lat_b:
+        for metric, goal, name in (
+            ("turn_ms_p50", 0.33, "10-delta turn p50 vs reference"),
+            ("run_started_ms_p50", 0.5, "time to RUN_STARTED p50 vs reference"),
+        ):
+            x = ratio(med(_get(lat_b, "clients_1", metric)), med(_get(lat_r or {}, "clients_1", metric)))
+            add(name, f"<= {goal}x", x, None if x is None else x <= goal, "x")
+        x = ratio(
+            med(_get(lat_b, f"clients_{clients}", "run_started_ms_p99")),
+            med(_get(lat_r or {}, f"clients_{clients}", "run_started_ms_p99")),
         )
-        v = med(s.get("run_started_from_burst_s.p99"))
-        add(f"{label}: RUN_STARTED p99 from the burst", "< 1 s", v, None if v is None else v < 1.0, "s")
+        name = f"{clients} streams at once: RUN_STARTED p99 vs reference"
+        add(name, "<= 0.25x", x, None if x is None else x <= 0.25, "x")
+
+    idle = _get(res, "idle", "cases") or {}
+
+    def idle_summary(n: int) -> dict[str, Any] | None:
+        return _get(idle, str(n), "bridge", "summary") if str(n) in idle else None
+
+    s = idle_summary(100)
+    if s:
         v = med(s.get("health_held.p99_ms"))
-        add(f"{label}: /health p99 while held", "< 50 ms", v, None if v is None else v < 50, "ms")
-        v = med(s.get("rss_per_stream_kib"))
-        add(f"{label}: RSS per stream", "<= 32 KiB", v, None if v is None else v <= 32, "KiB")
-        v = med(s.get("heartbeat_late_s.p99"))
-        add(f"{label}: heartbeat lateness p99", "< 1 s", v, None if v is None else v < 1.0, "s")
-        v = med(s.get("cpu_pct_while_holding"))
-        add(f"{label}: worker CPU while holding", "< 5 % of a core", v, None if v is None else v < 5, "%")
-    lat = _get(res, "latency", "bridge")
-    if lat:
-        v = med(_get(lat, "clients_1", "turn_ms_p50"))
-        add("10-delta turn p50 (1 client)", "< 3 ms", v, None if v is None else v < 3, "ms")
-        key = f"clients_{_get(res, 'latency', 'clients')}"
-        v = med(_get(lat, key, "run_started_ms_p99"))
-        add("RUN_STARTED p99 at 100 concurrent clients", "< 10 ms", v, None if v is None else v < 10, "ms")
+        add("100 streams open: /health p99", "< 50 ms", v, None if v is None else v < 50, "ms")
+    s = idle_summary(1000)
+    if s:
+        v = med(s.get("run_started_from_burst_s.p99"))
+        add("1,000 streams at once: RUN_STARTED p99", "< 1 s", v, None if v is None else v < 1.0, "s")
+        v, failed = med(s.get("health_held.p99_ms")), med(s.get("health_held.failed"))
+        add(
+            "1,000 streams open: /health p99, no failed probe",
+            "< 50 ms, 0 failed",
+            v,
+            None if v is None else (v < 50 and not failed),
+            "ms",
+            f"{failed or 0:.0f} failed",
+        )
+        v = med(s.get("teardown_s"))
+        add(
+            "1,000 streams: every departure noticed (all upstream turns cancelled after the clients left)",
+            "<= 2 s",
+            v,
+            None if v is None else v <= 2.0,
+            "s",
+        )
+    big = max((int(k) for k in idle), default=0)
+    s = idle_summary(big) if big >= 300 else None
+    if s:
+        label = f"{big:,} idle streams" + (" (quick run: the target is for 5,000)" if big < 5000 else "")
+        held = med(s.get("upstream_streams_held"))
+        add(f"{label}: upstream turns held", f"== {big}", held, None if held is None else held >= big)
+        for key, goal, limit, unit in (
+            ("run_started_from_burst_s.p99", "RUN_STARTED p99 < 2 s", 2.0, "s"),
+            ("health_held.p99_ms", "/health p99 < 100 ms", 100.0, "ms"),
+            ("heartbeat_late_s.p99", "heartbeat lateness p99 < 1 s", 1.0, "s"),
+            ("rss_per_stream_kib", "<= 40 KiB per stream", 40.0, "KiB"),
+            ("cpu_pct_while_holding", "< 5 % of a core while holding", 5.0, "%"),
+        ):
+            v = med(s.get(key))
+            ok = None if v is None else (v <= limit if unit == "KiB" else v < limit)
+            add(f"{label}: {goal.split(' <')[0]}", goal, v, ok, unit)
+    r = _get(res, "throughput", "ratios") or {}
+    x = r.get("bridge_vs_reference_events_per_s")
+    add("one long turn: events/s vs reference", ">= 5x", x, None if x is None else x >= 5, "x")
+    x = r.get("bridge_vs_reference_cpu_per_event")
+    add("one long turn: CPU per event vs reference", "<= 0.15x", x, None if x is None else x <= 0.15, "x")
+    add(
+        "two workers on two cores: aggregate events/s vs one worker",
+        ">= 1.7x",
+        None,
+        None,
+        "x",
+        "not measured by bench/run yet",
+    )
+    c4 = _get(res, "state", "contention_4p")
+    if c4:
+        x = ratio(c4.get("p99_us"), c4.get("p50_us"))
+        add("one thread file, 4 processes: p99 / p50", "<= 10x", x, None if x is None else x <= 10, "x")
     return out
 
 
@@ -1104,6 +1189,27 @@ def markdown(res: dict[str, Any]) -> str:
                     )
         if notes:
             lines += ["", "Streams that did not start (or ended early):", ""] + [f"* {x}" for x in notes]
+    ph = res.get("phases")
+    if ph and "after" in ph:
+        lines += [
+            "",
+            f"## Phases of a 10-delta turn (in-process, gevent back-end, {ph['turns']} turns; p50 (p90) us)",
+            "",
+            f"Before = `{ph['before_ref']}` (the code before issue 14), after = this checkout; bench/phases.py says "
+            "what each phase covers. Keep-alive to the kernel: "
+            f"{ph['after'].get('upstream_connections_opened')} upstream connection(s) opened for "
+            f"{ph['after'].get('turns_total')} turns.",
+            "",
+            "| phase | before | after |",
+            "|---|---|---|",
+        ]
+        for phase, cell in ph["after"]["phases"].items():
+            old = _get(ph, "before", "phases", phase) or {}
+
+            def show(c: dict[str, Any]) -> str:
+                return "n/a" if c.get("p50_us") is None else f"{_num(c['p50_us'], 0)} ({_num(c['p90_us'], 0)})"
+
+            lines.append(f"| {phase} | {show(old)} | {show(cell)} |")
     st = res.get("state")
     if st:
         lines += [
@@ -1145,10 +1251,12 @@ def markdown(res: dict[str, Any]) -> str:
         ]
     tg = res.get("targets")
     if tg:
-        lines += ["", "## Targets (issue 6)", "", "| target | goal | measured | met |", "|---|---|---|---|"]
+        lines += ["", "## Targets (issue 14)", "", "| target | goal | measured | met |", "|---|---|---|---|"]
         for t in tg:
-            met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
+            met = {True: "met", False: "**not met**", None: "n/a"}[t["met"]]
             shown = "n/a" if t["measured"] is None else f"{_num(t['measured'], 2)} {t['unit']}".strip()
+            if t.get("note"):
+                shown += f" ({t['note']})"
             lines.append(f"| {t['target']} | {t['goal']} | {shown} | {met} |")
     if res.get("errors"):
         lines += ["", "## Section errors", ""] + [f"* {k}: `{v[:300]}`" for k, v in res["errors"].items()]
@@ -1163,6 +1271,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1, help="gunicorn workers of the bridge (default 1)")
     parser.add_argument("--date", default=None, help="results file date (default today)")
     parser.add_argument("--out", default=str(h.BENCH_DIR / "results"))
+    parser.add_argument(
+        "--phases-before", default=PHASES_BEFORE_REF, help="git ref measured as 'before' in the phase breakdown"
+    )
     parser.add_argument("--keep-tmp", action="store_true", help="keep the scratch directory (logs, state)")
     parser.add_argument("--render", metavar="JSON", help="only rewrite the markdown of an existing results file")
     args = parser.parse_args()

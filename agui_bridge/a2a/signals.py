@@ -6,12 +6,11 @@ task id (docs/design.md#decision-jsonrpc-errors-on-every-call).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from agui_bridge.a2a.errors import A2ABadReply, A2AError, A2ARpcError, A2ATransportError
-from agui_bridge.a2a.sse_parser import SseMessage
+from agui_bridge.a2a.sse_parser import SseMessage, decode_data
 
 _WRAPPERS = ("task", "statusUpdate", "artifactUpdate", "message")
 
@@ -99,7 +98,7 @@ def unwrap(payload: object) -> A2AEvent:
 def decode_message(message: SseMessage) -> A2AEvent:
     """Decode one SSE record of an A2A stream (`event: error` records carry a JSON-RPC error)."""
     try:
-        payload = json.loads(message.data)
+        payload = decode_data(message.data)
     except ValueError as exc:
         raise A2ABadReply("A2A stream record is not JSON") from exc
     if message.event == "error" and isinstance(payload, dict) and "error" not in payload:

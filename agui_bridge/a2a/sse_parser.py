@@ -8,7 +8,20 @@ split across two network reads is never broken.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+
+import orjson
+
+
+def decode_data(data: bytes) -> object:
+    """JSON of a record's data: orjson (about 5x faster), and where it refuses (NaN, lone surrogates,
+    numbers beyond a double) the standard library decides, so nothing accepted before is refused now.
+    Raises ValueError."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 @dataclass(frozen=True, slots=True)

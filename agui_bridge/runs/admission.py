@@ -22,7 +22,7 @@ from agui_bridge.errors import (
 )
 from agui_bridge.state import model
 from agui_bridge.state.lease import HoldsRun, lease_is_live, run_key
-from agui_bridge.state.store import StateError, ThreadStore
+from agui_bridge.state.store import Durability, StateError, ThreadStore
 from agui_bridge.validation.run_input import RunInput
 
 
@@ -144,7 +144,7 @@ def admit_run(
             )
             state.run_digests[run.run_id] = digest
             state.last_activity_ms = now_ms
-            txn.commit(state)
+            txn.commit(state, Durability.CRASH)  # C1/C2, docs/design.md §6.1
             return RunTicket(
                 thread_id=run.thread_id,
                 run_id=run.run_id,
@@ -208,7 +208,7 @@ def admit_guidance(store: ThreadStore, run: RunInput, *, cwd: str, digest: str, 
                 raise ResumeRequired()
             state.run_digests[run.run_id] = digest
             state.last_activity_ms = now_ms
-            txn.commit(state)
+            txn.commit(state, Durability.CRASH)  # C1/C2, docs/design.md §6.1
             return GuidanceTicket(run.thread_id, run.run_id, run.parent_run_id, state.context_id, task_id, state.cwd)
     except StateError as exc:
         raise StateUnavailable() from exc

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.state import model
 from agui_bridge.state.lease import lease_key
-from agui_bridge.state.store import StateError, ThreadStore
+from agui_bridge.state.store import Durability, StateError, ThreadStore
 
 
 class LeaseLost(StateError):
@@ -25,7 +25,13 @@ class RunLedger:
         #: The run's Pipeline cursor and durable open steps, written at every write point.
         self.pipeline_state: Callable[[], tuple[int, Iterable[str]]] | None = None
 
-    def _update(self, mutate: Callable[[model.ThreadState], None], *, require_lease: bool = True) -> None:
+    def _update(
+        self,
+        mutate: Callable[[model.ThreadState], None],
+        *,
+        require_lease: bool = True,
+        durability: Durability = Durability.POWER,
+    ) -> None:
         with self._store.transaction(self._ticket.thread_id) as txn:
             state = txn.state
             if state is None:
@@ -39,7 +45,7 @@ class RunLedger:
                 execution = state.execution
                 execution.pipeline_sequence = max(execution.pipeline_sequence, sequence)
                 execution.pipeline_open_steps = sorted(set(open_steps))
-            txn.commit(state)
+            txn.commit(state, durability)
 
     def _holds(self, lease: model.RunLease | None) -> bool:
         """The lease is this run's: compared by run key (executionId + runId), never runId alone."""
@@ -104,7 +110,7 @@ class RunLedger:
                 model.retire_execution(state)
             state.last_activity_ms = now_ms
 
-        self._update(mutate, require_lease=False)
+        self._update(mutate, require_lease=False, durability=Durability.CRASH)  # C7, docs/design.md §6.1
 
     def replace_pending(self, pending: dict[str, model.PendingInterrupt], now_ms: int) -> None:
         """Persist the pending set reconciled with A2A's view of the task (docs/design.md#resume-reconciliation)."""
@@ -115,7 +121,7 @@ class RunLedger:
             state.execution.pending = dict(pending)
             state.last_activity_ms = now_ms
 
-        self._update(mutate)
+        self._update(mutate, durability=Durability.CRASH)  # C4, docs/design.md §6.1
 
     def accept_answers(self, digests: dict[str, str], now_ms: int) -> None:
         """A2A accepted these answers: record their digests, drop them from pending (docs/design.md#exactly-once)."""

@@ -56,6 +56,10 @@ class StopRequested(Exception):
     """The worker is shutting down (docs/design.md#shutdown-drain)."""
 
 
+class ClientGone(Exception):
+    """The client closed its connection: the run ends as a disconnect (docs/design.md#close-and-disconnect)."""
+
+
 def read_into(items: Iterable[Any], queue: Any, runtime: Runtime, put_timeout_s: float) -> None:
     """The pump's body. Catches Exception only: a kill must pass through."""
     try:
@@ -153,6 +157,7 @@ class Pacer:
         self._watched: Any = None
         self.stop_requested = False
         self.cancel_requested = False
+        self.client_gone = False
 
     def wait_s(self) -> float:
         """How long the stream may wait for its next item: the time to the next heartbeat."""
@@ -176,6 +181,11 @@ class Pacer:
         self.cancel_requested = True
         self._wake()
 
+    def request_depart(self) -> None:
+        """The client's socket reached EOF: end at once rather than at the next write."""
+        self.client_gone = True
+        self._wake()
+
     def _wake(self) -> None:
         queue = self._watched
         if queue is not None:
@@ -185,12 +195,14 @@ class Pacer:
                 log.debug("wake-up not queued", exc_info=True)
 
     def tick(self) -> Iterator[bytes]:
-        """Act on stop/cancel requests (`StopRequested`, `Cancelled`) and send `: heartbeat` when due.
+        """Act on stop/departure/cancel requests (`StopRequested`, `ClientGone`, `Cancelled`) and send `: heartbeat` when due.
 
         A lease needs no renewal here: the worker's beacon keeps every run it streams alive.
         """
         if self.stop_requested:
             raise StopRequested()
+        if self.client_gone:
+            raise ClientGone()
         if self.cancel_requested:
             # The cancellation extension cancels the A2A task and retires the execution itself, right
             # after telling this worker (runs/cancel.py): doing either here as well would race it.

@@ -36,7 +36,7 @@ from agui_bridge.runs.failures import bridge_error
 from agui_bridge.runs.ledger import RunLedger
 from agui_bridge.runs.observer import Outcome
 from agui_bridge.runs.preflight import ResumePreflight
-from agui_bridge.runs.pump import Pacer, Pump, Signal, StopRequested
+from agui_bridge.runs.pump import ClientGone, Pacer, Pump, Signal, StopRequested
 from agui_bridge.runs.turn import RunTurn
 from agui_bridge.runs.upstream import Item, SendOpened, UnaryAccepted, Upstream, user_message_params
 from agui_bridge.validation.run_input import RunInput
@@ -110,6 +110,12 @@ class RunStream:
         """Ask the run to end now with RUN_ERROR (worker shutdown); safe from any greenlet/thread."""
         self._pacer.request_stop()
 
+    def client_departed(self) -> None:
+        """The client closed its socket (`runtime.watch_client_eof`): end now, as a disconnect would at
+        the next write (task cancelled, lease released), instead of at the next heartbeat."""
+        if not self._end.finished:
+            self._pacer.request_depart()
+
     # ---- the WSGI body ----------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[bytes]:
@@ -176,6 +182,8 @@ class RunStream:
                 yield emit(ended.events)
             except StopRequested:
                 yield emit(self._end.shutdown())
+            except ClientGone:
+                return  # nobody to tell: the clean-up handles it as a disconnect
             except BridgeError as error:
                 yield emit(self._end.fail(error))
             except A2AError as exc:

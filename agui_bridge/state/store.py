@@ -4,8 +4,9 @@ This is the only module that imports filelock. Rules it follows (stack-notes 3.1
 
 * a NEW `FileLock` per operation, on a sidecar `<file>.lock`, always with a finite timeout;
 * read-modify-write always happens inside the lock, and always re-reads the file (no cache);
-* writes are temp file + fsync + `os.replace` + directory fsync, so lock-free readers see the old or the
-  new document, never a torn one;
+* writes are temp file + `os.replace` (+ file and directory fsync for power-class commits), so lock-free
+  readers see the old or the new document, never a torn one; the write itself runs on the worker's
+  writer thread (`state.writer`), batched with concurrent commits, never on the gevent hub;
 * directories are 0700 and files 0600; nothing is created or read until a thread is first touched.
 
 In front of the file lock sits an in-process lock per thread key, so greenlets (or threads) of one
@@ -18,7 +19,6 @@ import errno
 import json
 import os
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import orjson
 from filelock import FileLock, Timeout
 
 from agui_bridge import tracing
@@ -39,8 +40,10 @@ from agui_bridge.state.errors import (
 )
 from agui_bridge.state.keys import thread_file_stem
 from agui_bridge.state.model import ThreadState, from_document, to_document
+from agui_bridge.state.writer import Durability, WriteError, state_writer
 
 __all__ = [
+    "Durability",
     "InvalidThreadId",
     "StateCorrupt",
     "StateError",
@@ -53,37 +56,34 @@ __all__ = [
 THREADS_DIR = "threads"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-_REPLACE_RETRY_DELAYS_S = (0.01, 0.05, 0.1)
+#: How often a waiter retries another process's lock (filelock's default is 50 ms). Only one waiter per
+#: worker and thread polls (the in-process lock queues the rest), and a try is one non-blocking flock.
+LOCK_POLL_S = 0.005
 
 
 def _reject_constant(name: str) -> object:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+def _parse(data: bytes) -> object:
+    """Strict JSON of a thread file: orjson where it accepts the bytes (several times faster; it refuses NaN
+    as we do), else the standard library decides, so a file is accepted or refused as before (an integer
+    beyond 64 bits, which no thread file holds, becomes a float that `from_document` then refuses)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        parsed: object = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise StateCorrupt("thread file is not valid UTF-8 JSON") from None
+    return parsed
+
+
 def _serialise(state: ThreadState) -> bytes:
     """UTF-8, 2-space indent, non-ASCII literal, NaN forbidden, trailing newline (8.2)."""
     text = json.dumps(to_document(state), indent=2, ensure_ascii=False, allow_nan=False)
     return (text + "\n").encode("utf-8")
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename or unlink in `directory` survive a crash."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _replace(source: str, target: Path) -> None:
-    """`os.replace`, retried briefly on PermissionError (a reader holding the file on some platforms)."""
-    for delay in _REPLACE_RETRY_DELAYS_S:
-        try:
-            os.replace(source, target)
-            return
-        except PermissionError:
-            time.sleep(delay)
-    os.replace(source, target)
 
 
 def _holds_unlinked_inode(lock: FileLock) -> bool:
@@ -150,12 +150,16 @@ class ThreadTransaction:
         self._store = store
         self._open = True
 
-    def commit(self, state: ThreadState) -> None:
-        """Atomically write `state`; may be called more than once. Raises `StateWriteFailed`."""
+    def commit(self, state: ThreadState, durability: Durability = Durability.POWER) -> None:
+        """Atomically write `state`; may be called more than once. Raises `StateWriteFailed`.
+
+        Returns once the write has the `durability` asked for (docs/design.md §6.1): POWER (the default)
+        is fsynced, CRASH is renamed into place (visible to every worker) and fsynced later.
+        """
         self._check_open()
         if state.thread_id != self.thread_id:
             raise ValueError("state belongs to another thread")
-        self._store._write(self.path, state)
+        self._store._write(self.path, state, durability)
         self.state = state
 
     def delete(self) -> None:
@@ -232,11 +236,7 @@ class ThreadStore:
             raise StateError("thread file unreadable") from exc
         finally:
             os.close(fd)
-        try:
-            parsed: object = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            raise StateCorrupt("thread file is not valid UTF-8 JSON") from None
-        return parsed
+        return _parse(data)
 
     # ----------------------------------------------------------------------------------------- locking
 
@@ -277,6 +277,7 @@ class ThreadStore:
                 mode=FILE_MODE,
                 fallback_to_soft=False,  # never silently degrade to marker files (stack-notes 3.3)
                 preserve_lock_file=True,  # waiters must share one inode
+                poll_interval=LOCK_POLL_S,
             )
             try:
                 lock.acquire()
@@ -342,52 +343,37 @@ class ThreadStore:
         except OSError as exc:
             raise StateError("state directory unavailable") from exc
 
-    @tracing.traced("agui.state.commit", lambda _self, _path, state: {"agui.thread_id": state.thread_id})
-    def _write(self, path: Path, state: ThreadState) -> None:
+    @tracing.traced(
+        "agui.state.commit",
+        lambda _self, _path, state, durability: {
+            "agui.thread_id": state.thread_id,
+            "agui.durability": durability.value,
+        },
+    )
+    def _write(self, path: Path, state: ThreadState, durability: Durability) -> None:
         started = time.monotonic()
-        self._write_file(path, state)
+        self._write_file(path, state, durability)
         if self._observer is not None:
             self._observer.state_write(time.monotonic() - started)
 
-    def _write_file(self, path: Path, state: ThreadState) -> None:
+    @staticmethod
+    def _write_file(path: Path, state: ThreadState, durability: Durability) -> None:
+        """Serialise here (a failure touches no file), write on the writer thread (`state.writer`)."""
         try:
             payload = _serialise(state)
         except (TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise StateWriteFailed("thread state is not serialisable") from exc
         try:
-            fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        except OSError as exc:
-            raise StateWriteFailed("cannot create a temporary state file") from exc
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fchmod(handle.fileno(), FILE_MODE)
-                os.fsync(handle.fileno())
-            _replace(tmp_name, path)
-        except BaseException as exc:
-            with suppress(OSError):
-                os.unlink(tmp_name)
-            if isinstance(exc, OSError):
-                raise StateWriteFailed("thread state write failed") from exc
-            raise
-        try:
-            _fsync_dir(path.parent)
-        except OSError as exc:
-            # The new file is visible but may not survive a crash: report it, the caller fails closed.
-            raise StateWriteFailed("thread state directory sync failed") from exc
+            state_writer().submit(path, payload, durability)
+        except WriteError as exc:
+            raise StateWriteFailed(exc.reason) from None
 
     @staticmethod
     def _unlink(path: Path) -> None:
-        """Remove a thread file. The sidecar lock file is kept on purpose: a waiter may already hold
-        a descriptor on it, and unlinking it would let a newcomer lock a different inode."""
+        """Remove a thread file (crash class, docs/design.md §6.1). The sidecar lock file is kept on
+        purpose: a waiter may already hold a descriptor on it, and unlinking it would let a newcomer lock
+        a different inode."""
         try:
-            os.unlink(path)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise StateWriteFailed("thread state delete failed") from exc
-        try:
-            _fsync_dir(path.parent)
-        except OSError as exc:
-            raise StateWriteFailed("thread state directory sync failed") from exc
+            state_writer().submit(path, None, Durability.CRASH)
+        except WriteError as exc:
+            raise StateWriteFailed(exc.reason) from None

@@ -1,11 +1,19 @@
 """Server-sent-event framing toward AG-UI clients: LF only, compact UTF-8 JSON
-(docs/design.md#decision-balanced-spans-and-strict-framing)."""
+(docs/design.md#decision-balanced-spans-and-strict-framing).
+
+Encoding is the per-event hot path: orjson writes the same compact UTF-8 bytes as the standard library
+at a tenth of the cost (bench/results). A value orjson refuses (an integer beyond 64 bits, a non-string
+key) falls back to the standard encoder, so nothing that encoded before fails now; a non-finite float,
+which the standard encoder refused, becomes `null`.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import orjson
 
 HEARTBEAT_FRAME = b": heartbeat\n\n"
 
@@ -18,9 +26,16 @@ SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def _json(event: Mapping[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(event)
+    except TypeError:  # orjson.JSONEncodeError: let the standard encoder decide (or raise as before)
+        return _encoder.encode(event).encode("utf-8")
+
+
 def encode_event(event: Mapping[str, Any]) -> bytes:
     """One SSE frame (the emitter numbers and offers each one: docs/design.md#emitter)."""
-    return b"data: " + _encoder.encode(event).encode("utf-8") + b"\n\n"
+    return b"data: " + _json(event) + b"\n\n"
 
 
 def encode_events(events: Iterable[Mapping[str, Any]]) -> bytes:

@@ -1,0 +1,384 @@
+"""The worker's state writer: every thread-file write runs on one real OS thread, batched (group commit).
+
+Under gevent a blocking system call (write, fsync, rename) stops every greenlet of the worker, so a burst
+of N commits would stall all streams for N fsyncs (docs/design.md §6.1). Here the greenlet that commits
+hands a prepared write to a writer thread (one per durability class) and waits cooperatively; the writer
+takes every write that is pending, performs them in order, fsyncs the power-class files, then each of their
+directories once, and only then wakes the waiters. A waiter therefore still returns only after its fact is
+where its class says it must be, so the fail-closed order of the commit points is unchanged.
+
+Crash-class writes are visible (renamed) before their waiter wakes; their fsync is deferred by about a
+second (at once when too many are outstanding), skipped for a file that a later write has replaced, and done
+by a second thread (the syncer), so no commit ever waits behind a sync it did not ask for.
+A thread's writes land in the order made: each waits, under the thread's lock, until it is done.
+
+The waiting side works under both back-ends: in a gevent-patched process the waiter parks its greenlet on
+an async watcher of its hub (safe to signal from another thread); otherwise it waits on a native event.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["Durability", "StateWriter", "WriteError", "state_writer"]
+
+FILE_MODE = 0o600
+_REPLACE_RETRY_DELAYS_S = (0.01, 0.05, 0.1)
+#: A crash-class write is fsynced in the background once it is this old and still current: most are
+#: replaced sooner (admission by the identity commit of the same run) and then need no sync at all.
+SYNC_DELAY_S = 1.0
+#: ... or at once, whatever their age, when this many are waiting (bounds open descriptors).
+MAX_DEFERRED_SYNCS = 256
+#: The writer wakes at least this often to hand aged writes to the syncer.
+IDLE_POLL_S = 0.5
+
+
+class Durability(enum.Enum):
+    """What a commit must survive before what depends on it is shown (docs/design.md §6.1)."""
+
+    #: fsynced (file, then its directory) before the commit returns.
+    POWER = "power"
+    #: written and renamed (visible to every process, survives a process crash) before it returns.
+    CRASH = "crash"
+
+
+class WriteError(Exception):
+    """A write failed; `reason` is the store's message for it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Waiter(Protocol):
+    def complete(self) -> None: ...
+
+    def wait(self) -> None: ...
+
+
+class _NativeWaiter:
+    """Plain threads (no gevent patching): a native event."""
+
+    def __init__(self, native_event: Any) -> None:
+        self._event = native_event
+
+    def complete(self) -> None:
+        self._event.set()
+
+    def wait(self) -> None:
+        self._event.wait()
+
+
+class _HubWaiter:
+    """A greenlet's wait: the writer thread `send`s an async watcher, whose callback runs in the hub.
+
+    The watcher closes itself in its callback (created and destroyed in the hub's thread, as gevent
+    requires), so a waiter whose greenlet is killed while waiting leaks nothing.
+    """
+
+    def __init__(self) -> None:
+        import gevent
+        import gevent.event
+
+        self._event = gevent.event.Event()
+        self._watcher = gevent.get_hub().loop.async_()
+        self._watcher.start(self._fire)
+
+    def _fire(self) -> None:
+        watcher = self._watcher
+        watcher.stop()
+        watcher.close()
+        self._event.set()
+
+    def complete(self) -> None:
+        self._watcher.send()
+
+    def wait(self) -> None:
+        self._event.wait()
+
+
+class _Job:
+    __slots__ = ("done", "durability", "error", "path", "payload", "waiter")
+
+    def __init__(self, path: Path, payload: bytes | None, durability: Durability, waiter: _Waiter) -> None:
+        self.path = path
+        #: None: remove the file (retention).
+        self.payload = payload
+        self.durability = durability
+        self.waiter = waiter
+        self.error: WriteError | None = None
+        self.done = False
+
+    def finish(self) -> None:
+        """Wake the waiter (once)."""
+        if not self.done:
+            self.done = True
+            self.waiter.complete()
+
+
+def _start_native_thread(target: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
+    threading.Thread(target=target, args=args, name=name, daemon=True).start()
+
+
+def _native() -> tuple[Callable[[], Any], Callable[[], Any], Callable[..., Any], bool]:
+    """(lock factory, event factory, thread starter, patched): the real primitives even after patching."""
+    try:
+        from gevent import monkey
+    except ImportError:  # pragma: no cover - gevent is a hard dependency
+        return threading.Lock, threading.Event, _start_native_thread, False
+    if not monkey.is_module_patched("threading"):
+        return threading.Lock, threading.Event, _start_native_thread, False
+    lock = monkey.get_original("threading", "Lock")
+    start = monkey.get_original("_thread", "start_new_thread")
+
+    class _Event:
+        """A native event from a native lock (threading.Event is gevent's once patched)."""
+
+        def __init__(self) -> None:
+            self._lock = lock()
+            self._lock.acquire()
+
+        def set(self) -> None:
+            with suppress(RuntimeError):
+                self._lock.release()
+
+        def wait(self) -> None:
+            self._lock.acquire()
+            self._lock.release()
+
+    def start_thread(target: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
+        del name  # a raw OS thread: never joined, dies with the process
+        start(target, args)
+
+    return lock, _Event, start_thread, True
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _replace(source: str, target: Path) -> None:
+    """`os.replace`, retried briefly on PermissionError (a reader holding the file on some platforms)."""
+    for delay in _REPLACE_RETRY_DELAYS_S:
+        try:
+            os.replace(source, target)
+            return
+        except PermissionError:
+            time.sleep(delay)
+    os.replace(source, target)
+
+
+class _Lane:
+    """One writer thread and its queue: one for each durability class."""
+
+    def __init__(self, durability: Durability, lock: Callable[[], Any]) -> None:
+        self.durability = durability
+        self.jobs: deque[_Job] = deque()
+        self.signal = lock()  # a binary semaphore: released = "work may be pending"
+        self.signal.acquire()
+
+    def wake(self) -> None:
+        with suppress(RuntimeError):  # already released: the thread is awake anyway
+            self.signal.release()
+
+
+class StateWriter:
+    """One per process (`state_writer()`); started on first use, re-created in a forked child.
+
+    Two writer threads, one per durability class, so a crash-class commit (an admission: what the time
+    to RUN_STARTED waits for) never queues behind another run's fsyncs. Their order needs no care: a
+    commit returns only when done and holds its thread's lock meanwhile, so no path ever has two writes
+    in flight, in one lane or across both.
+    """
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        lock, event, start_thread, patched = _native()
+        self._patched = patched
+        self._event_factory = event
+        self._lanes = {durability: _Lane(durability, lock) for durability in Durability}
+        #: Crash-class files renamed into place but not yet fsynced: path -> (open descriptor, written at).
+        self._deferred: dict[Path, tuple[int, float]] = {}
+        self._deferred_lock = lock()  # both lanes forget entries; the crash lane adds and hands them on
+        #: Deferred syncs handed to the syncer thread, which fsyncs them without delaying any commit.
+        self._to_sync: deque[dict[Path, int]] = deque()
+        self._sync_signal = lock()
+        self._sync_signal.acquire()
+        #: Test hook: called by a writer thread with each batch before writing it (holds that lane back).
+        self.before_batch: Callable[[list[_Job]], None] | None = None
+        for durability, lane in self._lanes.items():
+            start_thread(self._run, (lane,), f"agui-state-writer-{durability.value}")
+        start_thread(self._run_syncer, (), "agui-state-syncer")
+
+    # -------------------------------------------------------------------------------- submitting side
+
+    def submit(self, path: Path, payload: bytes | None, durability: Durability) -> None:
+        """Write (or, with `payload` None, remove) `path` and wait until done; raises `WriteError`."""
+        waiter: _Waiter = _HubWaiter() if self._patched else _NativeWaiter(self._event_factory())
+        job = _Job(path, payload, durability, waiter)
+        lane = self._lanes[durability]
+        lane.jobs.append(job)
+        lane.wake()
+        waiter.wait()
+        if job.error is not None:
+            raise job.error
+
+    def pending(self, durability: Durability) -> int:
+        """Writes of this class waiting for their lane (tests and diagnostics)."""
+        return len(self._lanes[durability].jobs)
+
+    # -------------------------------------------------------------------------------- writer threads
+
+    def _run(self, lane: _Lane) -> None:
+        while True:
+            lane.signal.acquire(timeout=IDLE_POLL_S)
+            batch: list[_Job] = []
+            while lane.jobs:
+                batch.append(lane.jobs.popleft())
+            if batch:
+                hook = self.before_batch
+                if hook is not None:
+                    hook(batch)
+                try:
+                    self._write_batch(batch)
+                except BaseException as exc:  # never leave a waiter parked
+                    for job in batch:
+                        job.error = job.error or WriteError("thread state write failed")
+                        job.finish()
+                    if not isinstance(exc, Exception):
+                        raise
+            if lane.durability is Durability.CRASH:
+                self._sync_deferred()
+
+    def _write_batch(self, batch: list[_Job]) -> None:
+        durable: list[_Job] = []
+        for job in batch:
+            self._forget_deferred(job.path)
+            fd = self._perform(job)
+            if job.error is not None:
+                job.finish()
+            elif job.durability is Durability.POWER:
+                durable.append(job)
+                if fd is not None:
+                    os.close(fd)
+            else:
+                with self._deferred_lock:  # an unlink (no fd) only needs its directory synced
+                    self._deferred[job.path] = (-1 if fd is None else fd, time.monotonic())
+                job.finish()
+        failed_dirs: set[Path] = set()
+        for directory in sorted({job.path.parent for job in durable}):
+            try:
+                _fsync_dir(directory)
+            except OSError:
+                failed_dirs.add(directory)
+        for job in durable:
+            if job.path.parent in failed_dirs:
+                # The new file is visible but may not survive a crash: report it, the caller fails closed.
+                job.error = WriteError("thread state directory sync failed")
+            job.finish()
+
+    def _perform(self, job: _Job) -> int | None:
+        """Write or unlink one job; power-class files are fsynced here. Returns a crash-class write's fd."""
+        if job.payload is None:
+            try:
+                os.unlink(job.path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                job.error = WriteError("thread state delete failed")
+            return None
+        try:
+            fd, tmp_name = tempfile.mkstemp(dir=job.path.parent, prefix=f".{job.path.name}.", suffix=".tmp")
+        except OSError:
+            job.error = WriteError("cannot create a temporary state file")
+            return None
+        try:
+            view = memoryview(job.payload)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, FILE_MODE)
+            if job.durability is Durability.POWER:
+                os.fsync(fd)
+            _replace(tmp_name, job.path)
+        except OSError:
+            os.close(fd)
+            with suppress(OSError):
+                os.unlink(tmp_name)
+            job.error = WriteError("thread state write failed")
+            return None
+        return fd
+
+    def _forget_deferred(self, path: Path) -> None:
+        """A new write replaces `path`: the old inode's pending sync no longer matters."""
+        with self._deferred_lock:
+            entry = self._deferred.pop(path, None)
+        if entry is not None and entry[0] >= 0:
+            os.close(entry[0])
+
+    def _sync_deferred(self) -> None:
+        """Hand crash-class writes older than `SYNC_DELAY_S` (all of them past `MAX_DEFERRED_SYNCS`) to the
+        syncer thread, which makes them durable too (bounds the window) while the writer goes on: a commit
+        never waits behind a sync it did not ask for."""
+        with self._deferred_lock:
+            if not self._deferred:
+                return
+            if len(self._deferred) >= MAX_DEFERRED_SYNCS:
+                due, self._deferred = self._deferred, {}
+            else:
+                cutoff = time.monotonic() - SYNC_DELAY_S
+                due = {path: entry for path, entry in self._deferred.items() if entry[1] <= cutoff}
+                if not due:
+                    return
+                for path in due:
+                    del self._deferred[path]
+        self._to_sync.append({path: fd for path, (fd, _) in due.items()})
+        with suppress(RuntimeError):
+            self._sync_signal.release()
+
+    # -------------------------------------------------------------------------------- syncer thread
+
+    def _run_syncer(self) -> None:
+        while True:
+            self._sync_signal.acquire()
+            while self._to_sync:
+                self._sync(self._to_sync.popleft())
+
+    @staticmethod
+    def _sync(deferred: dict[Path, int]) -> None:
+        for fd in deferred.values():
+            if fd >= 0:
+                with suppress(OSError):
+                    os.fsync(fd)
+                os.close(fd)
+        for directory in sorted({path.parent for path in deferred}):
+            with suppress(OSError):
+                _fsync_dir(directory)
+
+
+_writer: StateWriter | None = None
+_writer_guard = threading.Lock()
+
+
+def state_writer() -> StateWriter:
+    """This process's writer (a forked child gets its own: threads do not survive fork)."""
+    global _writer
+    writer = _writer
+    if writer is not None and writer._pid == os.getpid():
+        return writer
+    with _writer_guard:
+        if _writer is None or _writer._pid != os.getpid():
+            _writer = StateWriter()
+        return _writer

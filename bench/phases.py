@@ -1,0 +1,217 @@
+"""Per-phase cost of a 10-delta turn inside the bridge (issue 14): where the fixed per-run path goes.
+
+Run by `bench.py` (section `phases`) in its own process, once per version of `agui_bridge` on
+`PYTHONPATH` (the checkout's snapshot, and a "before" tree), against the replay upstream:
+
+    python bench/phases.py --upstream URL --token T --state DIR --workspace DIR --turns 200
+
+The process is patched by gevent and the bridge uses its gevent back-end, as in a gunicorn worker; the app
+runs in-process under Flask's test client, so the HTTP server and the client socket are not counted (the
+latency section measures them end to end). Each phase is the wall time spent in the functions that do it,
+found by name; a function missing from the version measured gives `n/a`, never an error:
+
+* parse      `web.run_api.read_json_object`: body read, size check, JSON decode
+* validate   `service.parse_run_input`, `service.resolve_cwd`, `service.request_digest`
+* admit      `service.admit_run`: lock, read, decide, commit C1
+* connect    `A2AClient.open_stream`: the POST to the kernel until its response headers
+* first byte from `open_stream` returning until the stream handles its first A2A event
+* project    `RunStream._handle`: A2A events to AG-UI events (includes the identity commit C3)
+* commit C3  `RunLedger.record_identity` (also inside project)
+* write      `RunStream._encode`: AG-UI events to SSE bytes
+* finish     `RunStream._finish` + `RunStream._cleanup`: the terminal event, release (C7), clean-up
+* total      POST to the end of the response body, and `other` = total - the phases (the generator,
+             queues, greenlet switches, Flask, the test client)
+
+Prints one JSON object: per phase the median and p90 in microseconds over the turns (after warm-up).
+"""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import argparse  # noqa: E402
+import functools  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from collections import defaultdict  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+PHASES = ("parse", "validate", "admit", "connect", "first_byte", "project", "commit_c3", "write", "finish")
+_acc: dict[str, float] = defaultdict(float)
+_marks: dict[str, float] = {}
+_counts: dict[str, int] = defaultdict(int)
+
+
+def _timed(phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _acc[phase] += time.perf_counter() - started
+
+    return wrapper
+
+
+def _wrap(owner: Any, name: str, phase: str) -> bool:
+    fn = getattr(owner, name, None)
+    if fn is None:
+        return False
+    setattr(owner, name, _timed(phase, fn))
+    return True
+
+
+def instrument() -> dict[str, bool]:
+    """Wrap every phase's functions that exist in the version on the path."""
+    import agui_bridge.service as service
+    import agui_bridge.web.run_api as run_api
+    from agui_bridge.a2a.client import A2AClient
+    from agui_bridge.runs import stream as stream_mod
+    from agui_bridge.runs.ledger import RunLedger
+
+    found = {
+        "parse": _wrap(run_api, "read_json_object", "parse"),
+        "validate": all(
+            [
+                _wrap(service, "parse_run_input", "validate"),
+                _wrap(service, "resolve_cwd", "validate"),
+                _wrap(service, "request_digest", "validate"),
+            ]
+        ),
+        "admit": _wrap(service, "admit_run", "admit"),
+        "commit_c3": _wrap(RunLedger, "record_identity", "commit_c3"),
+    }
+    run_stream = getattr(stream_mod, "RunStream", None)
+    found["project"] = run_stream is not None and _wrap(run_stream, "_handle", "project")
+    found["write"] = run_stream is not None and _wrap(run_stream, "_encode", "write")
+    found["finish"] = run_stream is not None and all(
+        [_wrap(run_stream, "_finish", "finish"), _wrap(run_stream, "_cleanup", "finish")]
+    )
+
+    open_stream = getattr(A2AClient, "open_stream", None)
+    if open_stream is not None:
+
+        @functools.wraps(open_stream)
+        def opened(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return open_stream(*args, **kwargs)
+            finally:
+                now = time.perf_counter()
+                _acc["connect"] += now - started
+                _marks["opened"] = now
+
+        A2AClient.open_stream = opened  # type: ignore[method-assign]
+    found["connect"] = open_stream is not None
+
+    first = getattr(run_stream, "_first_upstream_event", None) if run_stream is not None else None
+    if first is not None:
+
+        @functools.wraps(first)
+        def first_event(*args: Any, **kwargs: Any) -> Any:
+            opened_at = _marks.pop("opened", None)
+            if opened_at is not None:
+                _acc["first_byte"] += time.perf_counter() - opened_at
+            return first(*args, **kwargs)
+
+        run_stream._first_upstream_event = first_event
+    found["first_byte"] = first is not None
+
+    import urllib3.connectionpool
+
+    new_conn = urllib3.connectionpool.HTTPConnectionPool._new_conn
+
+    @functools.wraps(new_conn)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        _counts["upstream_connections_opened"] += 1
+        return new_conn(*args, **kwargs)
+
+    urllib3.connectionpool.HTTPConnectionPool._new_conn = counted  # type: ignore[method-assign]
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--state", required=True)
+    parser.add_argument("--workspace", required=True)
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--deltas", type=int, default=10)
+    args = parser.parse_args()
+
+    from agui_bridge.app import create_app
+    from agui_bridge.settings import Settings
+
+    found = instrument()
+    settings = Settings(
+        state_dir=Path(args.state),
+        a2a_url=args.upstream,
+        a2a_token=args.token,
+        allowed_cwds=(Path(args.workspace),),
+        runtime_backend="gevent",
+        metrics_enabled=False,
+    )
+    client = create_app(settings).test_client()
+    logging.disable(logging.INFO)  # one "run ended" line per turn would be measured too
+    samples: dict[str, list[float]] = defaultdict(list)
+    for i in range(args.warmup + args.turns):
+        thread_id = f"phase-{uuid.uuid4().hex}"
+        body = {
+            "threadId": thread_id,
+            "runId": f"run-{uuid.uuid4().hex}",
+            "state": {},
+            "messages": [{"id": f"m-{i}", "role": "user", "content": f"[DELTAS {args.deltas}] hello"}],
+            "tools": [],
+            "context": [],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "bench", "cwd": args.workspace}},
+        }
+        _acc.clear()
+        _marks.clear()
+        started = time.perf_counter()
+        response = client.post("/", json=body, buffered=False)
+        data = b"".join(response.response)
+        response.close()
+        total = time.perf_counter() - started
+        if response.status_code != 200 or b'"RUN_FINISHED"' not in data:
+            print(json.dumps({"error": f"turn {i}: HTTP {response.status_code}: {data[-300:]!r}"}))
+            return 1
+        if i < args.warmup:
+            continue
+        samples["total"].append(total)
+        for phase in PHASES:
+            samples[phase].append(_acc.get(phase, 0.0))
+        counted = sum(_acc.get(p, 0.0) for p in PHASES if p != "commit_c3")  # C3 is inside project
+        samples["other"].append(total - counted)
+
+    def summary(values: list[float], present: bool) -> dict[str, float | None]:
+        if not present or not values:
+            return {"p50_us": None, "p90_us": None}
+        ordered = sorted(values)
+        return {
+            "p50_us": round(statistics.median(ordered) * 1e6, 1),
+            "p90_us": round(ordered[int(0.9 * (len(ordered) - 1))] * 1e6, 1),
+        }
+
+    out: dict[str, Any] = {"turns": args.turns, "deltas": args.deltas, "found": found, "phases": {}}
+    #: Keep-alive to the kernel: connections opened over all turns (warm-up included); 1 = every turn reused one.
+    out["upstream_connections_opened"] = _counts["upstream_connections_opened"]
+    out["turns_total"] = args.warmup + args.turns
+    for phase in (*PHASES, "other", "total"):
+        out["phases"][phase] = summary(samples[phase], found.get(phase, True))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""End to end (gunicorn + gevent): a departed client is noticed from its socket, not at the next write."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.bridge_harness import bridge_server, custom, new_thread_id, read_sse_until, run_body, wait_for_task_state
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_departed_client_is_noticed_without_a_write(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+    """Heartbeats every 60 s and a delta every 20 s: before this change the bridge could only notice the
+    departure at one of those writes. Watching the socket, it cancels the task at once."""
+    thread_id = new_thread_id()
+    with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, workers=1, heartbeat_interval=60) as server:
+        response = server.post(run_body(thread_id, "slow [SLOW 120]", tmp_path))
+        _, events = read_sse_until(response, lambda evs: any(e.get("name") == "iac-code.session.v1" for e in evs))
+        task_id = custom(events, "iac-code.session.v1")[0]["value"]["taskId"]
+        response.close()
+        started = time.monotonic()
+        assert wait_for_task_state(demo_url, demo_token, task_id, "TASK_STATE_CANCELED", 15) == "TASK_STATE_CANCELED"
+        assert time.monotonic() - started < 15  # the next write was 20 s (a delta) or 60 s (a heartbeat) away
+        # The worker is still healthy and the thread's lease is released: a new run on it is admitted.
+        assert requests.get(server.url + "health", timeout=5).status_code == 200
+        server.run(run_body(thread_id, "say hi", tmp_path), expect="success")

@@ -1,7 +1,7 @@
 """gunicorn settings and hooks shared by `agui-bridge serve` and `deploy/gunicorn.conf.py`.
 
 Only stdlib at module level: this runs in the unpatched master, and anything imported here would be
-inherited by workers before gevent patches them (stack-notes 2.1). Hooks import inside their body.
+inherited by workers before gevent patches them (docs/design.md#process-model). Hooks import inside their body.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def post_worker_init(worker: Any) -> None:
     """Fail at boot if gevent did not patch what the stream design relies on; drain on SIGTERM.
 
     gunicorn's own SIGTERM handler only stops the accept loop; without ours the master's SIGKILL cuts
-    live streams after `graceful_timeout` with no terminal event and no cleanup (stack-notes 2.7).
+    live streams after `graceful_timeout` with no terminal event and no cleanup (docs/design.md#shutdown-drain).
     """
     import signal
 

@@ -3,7 +3,7 @@
 gunicorn's gevent worker patches the process; there greenlets pump upstream streams. Anywhere the
 socket module is not patched (Flask dev server, legacy WSGI hosts, an unpatched test client) real
 threads are used instead, because a greenlet blocked in an unpatched recv() would freeze the
-response (stack-notes 2.2).
+response (docs/design.md#runtime-backends).
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def socket_is_patched() -> bool:
 
 
 def select_runtime(choice: str = "auto") -> Runtime:
-    """`auto` picks gevent exactly when the socket module is patched (stack-notes 2.2)."""
+    """`auto` picks gevent exactly when the socket module is patched (docs/design.md#runtime-backends)."""
     if choice == "gevent" or (choice == "auto" and socket_is_patched()):
         return GeventRuntime()
     return ThreadRuntime()
@@ -189,7 +189,8 @@ class _IoWatchHandle:
 def watch_client_eof(sock: Any, on_eof: Callable[[], None]) -> TaskHandle | None:
     """Call `on_eof` as soon as the client closes its end of `sock`, without waiting for a write.
 
-    A streaming WSGI response only learns of a departure when a write fails (stack-notes 2.5), so an idle
+    A streaming WSGI response only learns of a departure when a write fails
+    (docs/design.md#close-and-disconnect), so an idle
     stream noticed it at its next heartbeat. Under gevent a read watcher on the socket wakes the hub when
     it becomes readable (no polling, no CPU while the client is quiet); readable with nothing to read is
     EOF, and `on_eof` then runs in a new greenlet. Bytes sent by the client (a pipelined request) are left

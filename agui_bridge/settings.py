@@ -63,7 +63,7 @@ class Settings:
 
 
 def default_state_dir(environ: Mapping[str, str]) -> Path:
-    """`<config-dir>/agui`, config-dir = IAC_CODE_CONFIG_DIR or ~/.iac-code (behaviour.md 8.1)."""
+    """`<config-dir>/agui`, config-dir = IAC_CODE_CONFIG_DIR or ~/.iac-code (docs/design.md#state-location)."""
     config_dir = environ.get("IAC_CODE_CONFIG_DIR")
     base = Path(os.path.expandvars(os.path.expanduser(config_dir))) if config_dir else Path.home() / ".iac-code"
     return (base / "agui").resolve()
@@ -75,7 +75,7 @@ def expand_path(raw: str) -> Path:
 
 def allowed_roots(raw: str) -> tuple[Path, ...]:
     """Allowed workspace roots from an os.pathsep-separated list; entries that are not existing
-    directories are ignored (behaviour.md 2.3)."""
+    directories are ignored (docs/design.md#workspace-cwd)."""
     roots: list[Path] = []
     for entry in raw.split(os.pathsep):
         if not entry.strip():

@@ -1,6 +1,6 @@
 """A minimal A2A 1.0 JSON-RPC upstream that replays an iac-code turn at full speed (bench only).
 
-It speaks the dialect recorded from the real kernel (../shared/fixtures/a2a-transcripts/iac-a-text.sse):
+It speaks the dialect recorded from the real kernel (tests/fixtures/a2a-transcripts/iac-a-text.sse):
 a `task` event, SUBMITTED and WORKING status updates carrying `metadata.iac_code.iacCodeSessionId`,
 text deltas as WORKING `status.message`s with messageId `<taskId>-message`, a usage update, the final
 full-text echo (`<taskId>-2`, `assistantFinal.complete`) and `TASK_STATE_INPUT_REQUIRED` without

@@ -144,7 +144,7 @@ def admit_run(
             )
             state.run_digests[run.run_id] = digest
             state.last_activity_ms = now_ms
-            txn.commit(state, Durability.CRASH)  # C1/C2, docs/design.md §6.1
+            txn.commit(state, Durability.CRASH)  # C1/C2, docs/design.md#commit-durability
             return RunTicket(
                 thread_id=run.thread_id,
                 run_id=run.run_id,
@@ -208,7 +208,7 @@ def admit_guidance(store: ThreadStore, run: RunInput, *, cwd: str, digest: str, 
                 raise ResumeRequired()
             state.run_digests[run.run_id] = digest
             state.last_activity_ms = now_ms
-            txn.commit(state, Durability.CRASH)  # C1/C2, docs/design.md §6.1
+            txn.commit(state, Durability.CRASH)  # C1/C2, docs/design.md#commit-durability
             return GuidanceTicket(run.thread_id, run.run_id, run.parent_run_id, state.context_id, task_id, state.cwd)
     except StateError as exc:
         raise StateUnavailable() from exc

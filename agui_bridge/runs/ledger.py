@@ -110,7 +110,7 @@ class RunLedger:
                 model.retire_execution(state)
             state.last_activity_ms = now_ms
 
-        self._update(mutate, require_lease=False, durability=Durability.CRASH)  # C7, docs/design.md §6.1
+        self._update(mutate, require_lease=False, durability=Durability.CRASH)  # C7, docs/design.md#commit-durability
 
     def replace_pending(self, pending: dict[str, model.PendingInterrupt], now_ms: int) -> None:
         """Persist the pending set reconciled with A2A's view of the task (docs/design.md#resume-reconciliation)."""
@@ -121,7 +121,7 @@ class RunLedger:
             state.execution.pending = dict(pending)
             state.last_activity_ms = now_ms
 
-        self._update(mutate, durability=Durability.CRASH)  # C4, docs/design.md §6.1
+        self._update(mutate, durability=Durability.CRASH)  # C4, docs/design.md#commit-durability
 
     def accept_answers(self, digests: dict[str, str], now_ms: int) -> None:
         """A2A accepted these answers: record their digests, drop them from pending (docs/design.md#exactly-once)."""

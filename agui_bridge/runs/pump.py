@@ -195,7 +195,8 @@ class Pacer:
                 log.debug("wake-up not queued", exc_info=True)
 
     def tick(self) -> Iterator[bytes]:
-        """Act on stop/departure/cancel requests (`StopRequested`, `ClientGone`, `Cancelled`) and send `: heartbeat` when due.
+        """Act on stop, departure and cancel requests (`StopRequested`, `ClientGone`, `Cancelled`) and send
+        `: heartbeat` when due.
 
         A lease needs no renewal here: the worker's beacon keeps every run it streams alive.
         """

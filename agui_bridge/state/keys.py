@@ -1,4 +1,5 @@
-"""Pure derivations from a threadId: the state file stem (behaviour.md 8.1) and the A2A contextId (3.1).
+"""Pure derivations from a threadId: the state file stem (docs/design.md#state-location) and the A2A contextId
+(docs/design.md#thread-binding).
 
 Both are deterministic so every worker, host and restart agrees on them.
 """

@@ -1,4 +1,5 @@
-"""Bounded state (D8) and idleness (behaviour.md 9.3), decided from the thread files alone.
+"""Bounded state (docs/design.md#decision-bounded-state) and idleness (docs/design.md#idle-shutdown),
+decided from the thread files alone.
 
 A thread file may go when nothing can still need it: no pending interrupt, no live lease, and no
 activity for the retention period. Each removal re-reads the file under its lock, so a run admitted

@@ -1,6 +1,7 @@
-"""ThreadStore: one JSON file per AG-UI thread, shared safely by every worker process (D6, 8.3).
+"""ThreadStore: one JSON file per AG-UI thread, shared safely by every worker process
+(docs/design.md#decision-many-workers-one-truth, #state-write-protocol).
 
-This is the only module that imports filelock. Rules it follows (stack-notes 3.1-3.3):
+This is the only module that imports filelock. Rules it follows (docs/design.md#state-write-protocol, #state-lock):
 
 * a NEW `FileLock` per operation, on a sidecar `<file>.lock`, always with a finite timeout;
 * read-modify-write always happens inside the lock, and always re-reads the file (no cache);
@@ -153,7 +154,7 @@ class ThreadTransaction:
     def commit(self, state: ThreadState, durability: Durability = Durability.POWER) -> None:
         """Atomically write `state`; may be called more than once. Raises `StateWriteFailed`.
 
-        Returns once the write has the `durability` asked for (docs/design.md §6.1): POWER (the default)
+        Returns once the write has the `durability` asked for (docs/design.md#commit-durability): POWER (the default)
         is fsynced, CRASH is renamed into place (visible to every worker) and fsynced later.
         """
         self._check_open()
@@ -275,7 +276,7 @@ class ThreadStore:
                 f"{path}.lock",
                 timeout=max(deadline - time.monotonic(), 0.0),
                 mode=FILE_MODE,
-                fallback_to_soft=False,  # never silently degrade to marker files (stack-notes 3.3)
+                fallback_to_soft=False,  # never silently degrade to marker files (docs/design.md#state-lock)
                 preserve_lock_file=True,  # waiters must share one inode
                 poll_interval=LOCK_POLL_S,
             )
@@ -370,7 +371,7 @@ class ThreadStore:
 
     @staticmethod
     def _unlink(path: Path) -> None:
-        """Remove a thread file (crash class, docs/design.md §6.1). The sidecar lock file is kept on
+        """Remove a thread file (crash class, docs/design.md#commit-durability). The sidecar lock file is kept on
         purpose: a waiter may already hold a descriptor on it, and unlinking it would let a newcomer lock
         a different inode."""
         try:

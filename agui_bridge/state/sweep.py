@@ -24,7 +24,7 @@ from pathlib import Path
 from agui_bridge import limits
 
 LOCK_SUFFIX = ".json.lock"
-#: `tempfile.mkstemp(prefix=".<stem>.json.", suffix=".tmp")` in `ThreadStore._write_file`.
+#: `tempfile.mkstemp(prefix=".<stem>.json.", suffix=".tmp")` in the batched writer (`state/writer.py`).
 _TEMP_NAME = re.compile(r"\..+\.json\.[^.]+\.tmp")
 
 

@@ -1,7 +1,7 @@
 """The worker's state writer: every thread-file write runs on one real OS thread, batched (group commit).
 
 Under gevent a blocking system call (write, fsync, rename) stops every greenlet of the worker, so a burst
-of N commits would stall all streams for N fsyncs (docs/design.md §6.1). Here the greenlet that commits
+of N commits would stall all streams for N fsyncs (docs/design.md#commit-durability). Here the greenlet that commits
 hands a prepared write to a writer thread (one per durability class) and waits cooperatively; the writer
 takes every write that is pending, performs them in order, fsyncs the power-class files, then each of their
 directories once, and only then wakes the waiters. A waiter therefore still returns only after its fact is
@@ -43,7 +43,7 @@ IDLE_POLL_S = 0.5
 
 
 class Durability(enum.Enum):
-    """What a commit must survive before what depends on it is shown (docs/design.md §6.1)."""
+    """What a commit must survive before what depends on it is shown (docs/design.md#commit-durability)."""
 
     #: fsynced (file, then its directory) before the commit returns.
     POWER = "power"

@@ -1,5 +1,6 @@
 """Fail-closed order with the batched writer held back: nothing that depends on a commit reaches the
-client before that commit has completed (docs/design.md §6, §6.1). Demo agent, Flask test client."""
+client before that commit has completed (docs/design.md#commit-points, #commit-durability).
+Demo agent, Flask test client."""
 
 from __future__ import annotations
 

@@ -5,125 +5,36 @@ validation, help, the `Settings` field it fills) and everything else is derived 
 flags, the resolution with the source of each value (`agui-bridge config show`) and `load_settings`, the one
 parse and validation every entry point uses (the CLI, `wsgi.py`, `deploy/gunicorn.conf.py`). Tokens are
 environment/YAML only and never printed. stdlib only at import (this runs in the gunicorn master before fork).
+The value converters live in `config_values`, the YAML file reading in `config_file`.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from agui_bridge.loopback import UpstreamUrlError, is_loopback_host, normalise_upstream_url
+from agui_bridge.config_file import load_yaml_config as load_yaml_config
+from agui_bridge.config_values import ConfigError as ConfigError
+from agui_bridge.config_values import boolean as _boolean
+from agui_bridge.config_values import choice as _choice
+from agui_bridge.config_values import host as _host
+from agui_bridge.config_values import non_negative as _non_negative
+from agui_bridge.config_values import normalise_a2a_url as normalise_a2a_url
+from agui_bridge.config_values import paths as _paths
+from agui_bridge.config_values import port as _port
+from agui_bridge.config_values import positive as _positive
+from agui_bridge.config_values import positive_int as _positive_int
+from agui_bridge.config_values import string as _string
+from agui_bridge.config_values import token as _token
+from agui_bridge.loopback import is_loopback_host
 
 if TYPE_CHECKING:
     from agui_bridge.settings import Settings
 
 ENV_PREFIX = "IAC_CODE_AGUI_"
 MASK = "********"
-
-
-class ConfigError(ValueError):
-    """One line for the user; the CLI exits with status 2."""
-
-
-# --------------------------------------------------------------------------------------------- converters
-
-
-def _string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(value)
-    return value
-
-
-def _port(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(value)
-    port = int(value)
-    if not 1 <= port <= 65535:
-        raise ValueError(port)
-    return port
-
-
-def _positive_int(value: Any) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(value)
-    number = int(value)
-    if number < 1:
-        raise ValueError(value)
-    return number
-
-
-def _non_negative(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(value)
-    number = float(value)
-    if not number >= 0 or number == float("inf"):
-        raise ValueError(value)
-    return number
-
-
-def _positive(value: Any) -> float:
-    number = _non_negative(value)
-    if number <= 0:
-        raise ValueError(value)
-    return number
-
-
-def _choice(*allowed: str) -> Callable[[Any], str]:
-    def convert(value: Any) -> str:
-        text = _string(value).lower()
-        if text not in allowed:
-            raise ValueError(value)
-        return text
-
-    return convert
-
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = _string(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(value)
-
-
-def normalise_a2a_url(value: Any) -> str:
-    """A loopback http(s) URL (agui_bridge.loopback); anything else stops the start with the failed rule."""
-    try:
-        return normalise_upstream_url(_string(value))
-    except UpstreamUrlError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _host(value: Any) -> str:
-    host = _string(value).strip()
-    if not host or any(ch.isspace() for ch in host):
-        raise ValueError(value)
-    return host
-
-
-def _token(name: str) -> Callable[[Any], str]:
-    """A token that is set must be usable: an empty or blank one is a mistake, never "auth off"."""
-
-    def convert(value: Any) -> str:
-        token = _string(value)
-        if not token.strip():
-            raise ConfigError(f"{name} (IAC_CODE_AGUI_{name.upper()}) is set but empty: set a token or unset it.")
-        return token
-
-    return convert
-
-
-def _paths(value: Any) -> str:
-    """allowed_cwds: a list in YAML, an os.pathsep-separated string elsewhere; kept as the string."""
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return os.pathsep.join(value)
-    return _string(value)
 
 
 # --------------------------------------------------------------------------------------------- the table
@@ -268,23 +179,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         elif option.flag:
             parser.add_argument(option.flag_name, dest=option.name, help=option.help)
     parser.add_argument("--config", help="YAML file with the same keys (snake_case or kebab-case)")
-
-
-def load_yaml_config(path: str | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except (OSError, yaml.YAMLError):
-        raise ConfigError("Unable to load the AG-UI config file.") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError("AG-UI config file must contain a YAML mapping.")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
 
 
 @dataclass(frozen=True)

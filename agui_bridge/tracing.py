@@ -16,17 +16,21 @@ Attributes carry ids and outcomes only. Errors are recorded as the exception typ
 `BridgeError`, its code: never the exception message, which may quote kernel or user text.
 
 Context follows the work under gevent because `runtime.spawn` copies the contextvars context into
-each greenlet/thread, and OpenTelemetry keeps the current span in a contextvar.
+each greenlet/thread, and OpenTelemetry keeps the current span in a contextvar. Choosing the exporters and
+building the provider is `tracing_setup`'s job; this module holds the one provider and the span helpers.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import os
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import IO, TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
+
+from agui_bridge.tracing_setup import TRACES_FILE_ENV as TRACES_FILE_ENV
+from agui_bridge.tracing_setup import build_provider
+from agui_bridge.tracing_setup import requested_exporters as requested_exporters
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -34,13 +38,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Span, Tracer
 
-log = logging.getLogger(__name__)
-
-#: Console spans go to this file (one JSON object per line, appended) instead of stdout when set.
-TRACES_FILE_ENV = "IAC_CODE_AGUI_TRACES_FILE"
-SERVICE_NAME = "agui-bridge"
 TRACEPARENT = "traceparent"
-_KNOWN_EXPORTERS = ("console", "otlp")
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -53,14 +51,6 @@ _configured = False
 _NULL: AbstractContextManager[None] = nullcontext()
 
 Attributes = Mapping[str, str | bool | int | float]
-
-
-def requested_exporters(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The exporters the environment asks for; empty when tracing is off (pure, used by `doctor` too)."""
-    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return ()
-    names = [n.strip().lower() for n in environ.get("OTEL_TRACES_EXPORTER", "").split(",")]
-    return tuple(n for n in dict.fromkeys(names) if n and n != "none")
 
 
 def enabled() -> bool:
@@ -76,65 +66,11 @@ def configure(environ: Mapping[str, str] | None = None, *, exporter: SpanExporte
     if _configured:
         return _tracer is not None
     _configured = True
-    environ = os.environ if environ is None else environ
-    names = requested_exporters(environ)
-    if exporter is None and not names:
+    provider = build_provider(os.environ if environ is None else environ, exporter)
+    if provider is None:
         return False
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-
-    # Resource.create reads OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES; the sampler comes from
-    # OTEL_TRACES_SAMPLER (default: parent-based, always on).
-    resource = Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME") or SERVICE_NAME})
-    provider = TracerProvider(resource=resource)
-    if exporter is not None:
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-    else:
-        exporters = [built for name in names if (built := _exporter(name, environ)) is not None]
-        if not exporters:
-            log.warning("tracing stays off: no usable exporter in OTEL_TRACES_EXPORTER")
-            return False
-        for built in exporters:
-            provider.add_span_processor(BatchSpanProcessor(built))
     _install(provider)
     return True
-
-
-def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter | None:
-    if name == "console":
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-        path = environ.get(TRACES_FILE_ENV)
-        if path:
-            out = cast("IO[str]", _AppendFile(path))
-            return ConsoleSpanExporter(out=out, formatter=lambda span: span.to_json(indent=None) + "\n")
-        return ConsoleSpanExporter()
-    if name == "otlp":
-        protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        if protocol and protocol != "http/protobuf":
-            log.warning("OTLP protocol %r is not supported; using http/protobuf", protocol)
-        try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        except ImportError:
-            log.error("OTEL_TRACES_EXPORTER=otlp needs the 'otlp' extra: pip install 'agui-bridge[otlp]'")
-            return None
-        return OTLPSpanExporter()  # endpoint, headers, timeout: the OTEL_EXPORTER_OTLP_* variables
-    log.warning("unknown OTEL_TRACES_EXPORTER entry %r ignored (known: %s)", name, ", ".join(_KNOWN_EXPORTERS))
-    return None
-
-
-class _AppendFile:
-    """A private (0600) file opened O_APPEND: each span is one write(2), so workers never interleave."""
-
-    def __init__(self, path: str) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-
-    def write(self, text: str) -> int:
-        return os.write(self._fd, text.encode("utf-8"))
-
-    def flush(self) -> None:
-        pass
 
 
 def _install(provider: TracerProvider) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agui_bridge.a2a.client import A2AClient
-from agui_bridge.a2a.errors import A2AError
+from agui_bridge.a2a.errors import A2AError, A2ARpcError
 from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
 from agui_bridge.runs.admission import admit_guidance, admit_run
 from agui_bridge.runs.cancel import cancel_execution
@@ -253,6 +253,10 @@ class BridgeService:
         def cancel_task(task_id: str) -> None:
             try:
                 self.client.cancel_task(task_id)
+            except A2ARpcError as exc:
+                if not exc.task_not_cancelable:
+                    raise A2AUnavailable() from exc
+                # Already ended kernel-side: the owner's own cancel (its client went away) landed first.
             except A2AError as exc:
                 raise A2AUnavailable() from exc
 

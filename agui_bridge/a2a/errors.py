@@ -26,6 +26,10 @@ class A2ABadReply(A2ATransportError):
     streaming call answered without a stream, an unknown session-restore answer."""
 
 
+#: JSON-RPC code of CancelTask on a task that cannot be cancelled any more (docs/design.md#cancellation).
+TASK_NOT_CANCELABLE = -32002
+
+
 @dataclass
 class A2ARpcError(A2AError):
     """A JSON-RPC error object returned by the kernel (HTTP 200, docs/design.md#kernel-wire-behaviour)."""
@@ -36,6 +40,11 @@ class A2ARpcError(A2AError):
 
     def __post_init__(self) -> None:
         super().__init__(f"JSON-RPC error {self.code}: {self.message}")
+
+    @property
+    def task_not_cancelable(self) -> bool:
+        """-32002: the task already ended (terminal, or its turn is over with nothing waiting)."""
+        return self.code == TASK_NOT_CANCELABLE
 
     @property
     def session_backup_not_ready(self) -> bool:

@@ -18,13 +18,21 @@ def test_a_departed_client_is_noticed_without_a_write(tmp_path: Path, demo_url: 
     departure at one of those writes. Watching the socket, it cancels the task at once."""
     thread_id = new_thread_id()
     with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, workers=1, heartbeat_interval=60) as server:
-        response = server.post(run_body(thread_id, "slow [SLOW 120]", tmp_path))
+        body = run_body(thread_id, "slow [SLOW 120]", tmp_path)
+        response = server.post(body)
         _, events = read_sse_until(response, lambda evs: any(e.get("name") == "iac-code.session.v1" for e in evs))
         task_id = custom(events, "iac-code.session.v1")[0]["value"]["taskId"]
         response.close()
         started = time.monotonic()
         assert wait_for_task_state(demo_url, demo_token, task_id, "TASK_STATE_CANCELED", 15) == "TASK_STATE_CANCELED"
         assert time.monotonic() - started < 15  # the next write was 20 s (a delta) or 60 s (a heartbeat) away
-        # The worker is still healthy and the thread's lease is released: a new run on it is admitted.
+        # The worker is still healthy and the thread's lease is released (right after the kernel answered the
+        # cancel: docs/design.md#cancellation), so a new run on it is admitted.
         assert requests.get(server.url + "health", timeout=5).status_code == 200
+        ros = body["forwardedProps"]["iacCode"]["rosInvocationId"]
+        status_url = f"{server.url}extensions/iac-code/v1/threads/{thread_id}/status"
+        deadline = time.monotonic() + 5
+        while requests.post(status_url, json={"rosInvocationId": ros}, timeout=5).json().get("active"):
+            assert time.monotonic() < deadline, "the lease of the departed run was not released"
+            time.sleep(0.05)
         server.run(run_body(thread_id, "say hi", tmp_path), expect="success")

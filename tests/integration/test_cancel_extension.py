@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from flask.testing import FlaskClient
 
 from agui_bridge.app import create_app
@@ -51,6 +52,26 @@ def test_cancel_of_an_in_flight_run_ends_it_with_cancelled(
     assert wait_for_task_state(demo_url, demo_token, session["taskId"], "TASK_STATE_CANCELED") == "TASK_STATE_CANCELED"
     again = cancel(other, session["executionId"], {"threadId": thread_id, "rosInvocationId": "invocation-1"})
     assert again.get_json() == {"executionId": session["executionId"], "status": "already_terminal"}
+    response.close()
+
+
+def test_a_task_the_kernel_already_cancelled_is_not_a_503(
+    client: FlaskClient, workspace: Path, demo_url: str, demo_token: str
+) -> None:
+    """The owner's own cancel (its client went away) can reach the kernel first: the extension's CancelTask
+    then answers -32002 "cannot be canceled", which means the work is already stopped, not that A2A failed."""
+    thread_id = new_thread_id()
+    response, session, _ = start_slow_run(client, thread_id, workspace)
+    kernel = requests.post(
+        demo_url,
+        json={"jsonrpc": "2.0", "id": "first", "method": "CancelTask", "params": {"id": session["taskId"]}},
+        headers={"A2A-Version": "1.0", "Authorization": f"Bearer {demo_token}"},
+        timeout=5,
+    )
+    assert kernel.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    answer = cancel(client, session["executionId"], {"threadId": thread_id, "rosInvocationId": "invocation-1"})
+    assert answer.status_code == 200, answer.get_data()
+    assert answer.get_json() == {"executionId": session["executionId"], "status": "cancelled"}
     response.close()
 
 

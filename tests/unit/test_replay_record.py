@@ -60,7 +60,7 @@ def test_the_record_is_the_shown_frames_after_a_header(tmp_path: Path) -> None:
 
 
 def test_the_reader_returns_whole_frames_only_and_picks_up_where_it_stopped(tmp_path: Path) -> None:
-    record, shown = recorded_run(tmp_path, terminal=False)
+    record, _ = recorded_run(tmp_path, terminal=False)
     reader = RecordReader(record.path)
     assert [frame.position for frame in reader.poll()] == [1, 2, 3, 4]
     with open(record.path, "ab") as handle:  # half a frame, as a reader may see mid-write

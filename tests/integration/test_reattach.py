@@ -237,7 +237,7 @@ def test_without_a_reader_the_window_cancels_the_task_and_records_run_error_canc
     assert state is not None and state.active_run is None and state.execution.task_id is None
 
 
-def test_with_window_zero_a_disconnect_cancels_at_once_and_the_record_ends_without_a_terminal(
+def test_with_window_zero_a_disconnect_cancels_at_once_and_the_record_still_ends(
     settings: Settings, workspace: Path, demo_url: str, demo_token: str
 ) -> None:
     client = app_with(settings, reattach_window_s=0.0).test_client()
@@ -248,6 +248,10 @@ def test_with_window_zero_a_disconnect_cancels_at_once_and_the_record_ends_witho
     task_id = next(e for e in parse_sse(raw) if e.get("name") == "iac-code.session.v1")["value"]["taskId"]
     response.close()
     assert wait_for_task_state(demo_url, demo_token, task_id, "TASK_STATE_CANCELED") == "TASK_STATE_CANCELED"
+    replay = reattach(client, thread_id, body["runId"], headers={"Accept-Language": "de"}).get_data()
+    events = assert_valid_agui_stream(replay, expect_terminal="RUN_ERROR")
+    assert events[-1]["code"] == "CANCELLED"
+    assert events[-1]["message"] == translate("client_disconnected", "en")  # the run's language, not the reader's
 
 
 def test_two_readers_at_once_both_get_the_whole_stream(settings: Settings, workspace: Path) -> None:

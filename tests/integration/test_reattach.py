@@ -295,3 +295,25 @@ def test_a_resume_cut_after_the_answer_was_accepted_shows_the_tool_result_on_rea
     assert any(e["type"] == "TOOL_CALL_RESULT" for e in events), [e["type"] for e in events]
     replayed = reattach(client, thread_id, resume["runId"]).get_data()  # and again, from the start
     assert parse_sse(replayed) == events
+
+
+def test_health_says_reattach_is_supported_and_gives_the_window(settings: Settings) -> None:
+    health = app_with(settings, reattach_window_s=42.0).test_client().get("/health").get_json()
+    assert health["reattach"] == {"supported": True, "windowSeconds": 42}
+    off = app_with(settings, reattach_max_bytes=0).test_client().get("/health").get_json()
+    assert off["reattach"] == {"supported": False, "windowSeconds": 0}
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "headers"),
+    [
+        ("/extensions/iac-code/v1/threads/%00/runs/..%00/events", {"rosInvocationId": "x"}, {}),
+        ("/extensions/iac-code/v1/threads/a/b/c/runs/r/events", {"rosInvocationId": "x" * 5000}, {}),
+        ("/extensions/iac-code/v1/threads/t/runs/r/events", {"rosInvocationId": "x"}, {"Last-Event-ID": "\u00e9"}),
+        ("/extensions/iac-code/v1/threads/t/runs/r/events", {"rosInvocationId": ["a", "b"], "after": "1"}, {}),
+    ],
+)
+def test_hostile_requests_are_clean_errors(client: FlaskClient, path: str, query: Any, headers: Any) -> None:
+    response = client.get(path, query_string=query, headers=headers)
+    assert response.status_code in (400, 404), response.get_data(as_text=True)
+    assert response.get_json()["error"]["code"] in ("INVALID_INPUT", "RUN_NOT_FOUND")

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
 import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from agui_bridge import limits
 from agui_bridge.errors import (
@@ -66,7 +68,7 @@ class Reattach:
 
     reader: RecordReader
     backlog: list[Frame]
-    readers_dir: object
+    readers_dir: Path
 
 
 def open_reattach(
@@ -83,7 +85,19 @@ def open_reattach(
         raise RunNotFound()  # POST / never admits such ids
     record, tombstone, readers_dir = record_paths(settings.state_dir, thread_id, run_id)
     reader = RecordReader(record)
-    frames = reader.poll()
+    try:
+        frames = reader.poll()
+        _check(reader, tombstone, thread_id, run_id, ros_invocation_id, cursor, settings.reattach_retention_s)
+    except BaseException:
+        reader.close()
+        raise
+    return Reattach(reader, [frame for frame in frames if frame.position > cursor], readers_dir)
+
+
+def _check(
+    reader: RecordReader, tombstone: Path, thread_id: str, run_id: str, ros_invocation_id: str, cursor: int,
+    retention_s: float,
+) -> None:  # fmt: skip
     if reader.head is None:
         head = read_tombstone(tombstone)
         if head is not None and head.matches(thread_id, ros_invocation_id):
@@ -93,18 +107,16 @@ def open_reattach(
         raise RunNotFound()
     if reader.truncated:
         raise ReplayExpired("replay_truncated")
-    if reader.finished and _finished_long_ago(record, settings.reattach_retention_s):
+    if reader.finished and _finished_long_ago(reader.path, retention_s):
         raise ReplayExpired()
     if cursor > reader.last_position:
         raise ReplayCursorOutOfRange()
-    return Reattach(reader, [frame for frame in frames if frame.position > cursor], readers_dir)
 
 
-def _finished_long_ago(path: object, retention_s: float) -> bool:
-    import os
-
+def _finished_long_ago(path: Path, retention_s: float) -> bool:
+    """The last write of a finished record is its terminal frame: its age is the time since the end."""
     try:
-        mtime = os.stat(path).st_mtime  # type: ignore[arg-type]
+        mtime = os.stat(path).st_mtime
     except OSError:
         return False
     return mtime < time.time() - retention_s
@@ -113,7 +125,7 @@ def _finished_long_ago(path: object, retention_s: float) -> bool:
 def follow(attach: Reattach, runtime: Runtime, settings: Settings, language: str) -> Iterator[bytes]:
     """The body: the backlog in one write, then new frames as the owner appends them, to the end."""
     reader = attach.reader
-    marker = ReaderMarker(attach.readers_dir)  # type: ignore[arg-type]
+    marker = ReaderMarker(attach.readers_dir)
     marker.touch()
     try:
         if attach.backlog:
@@ -137,6 +149,7 @@ def follow(attach: Reattach, runtime: Runtime, settings: Settings, language: str
                 yield HEARTBEAT_FRAME
     finally:
         marker.remove()
+        reader.close()
 
 
 def _seal_if_owner_died(reader: RecordReader, runtime: Runtime, settings: Settings, language: str) -> None:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 log = logging.getLogger(__name__)
 
@@ -123,28 +123,30 @@ class RunRecord:
         self.last_position = 0
         self.finished = False
 
-    def _open(self) -> int:
+    def _open(self) -> tuple[int, bytes]:
+        """Create the file; the header goes out with the first frame in one write (no reader ever
+        finds the file without its header)."""
         ensure_replay_dir(self._state_dir)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
         header = self.head.encode()
-        os.write(fd, header)
         self._size = len(header)
-        return fd
+        return fd, header
 
     def frame(self, position: int, event: Any, data: bytes) -> None:
         """FrameSink: append `data` (already `id: n`-framed)."""
         if self.stopped:
             return
         try:
+            prefix = b""
             if self._fd is None:
-                self._fd = self._open()
+                self._fd, prefix = self._open()
             terminal = event.get("type") in TERMINAL_TYPES
             if self._size + len(data) > self._max_bytes:
-                os.write(self._fd, TRUNCATED_FRAME)
+                os.write(self._fd, prefix + TRUNCATED_FRAME)
                 log.warning("run record reached its size bound; reattach to this run is no longer possible")
                 self._stop()
                 return
-            os.write(self._fd, data)
+            os.write(self._fd, prefix + data)
             self._size += len(data)
             self.last_position = position
             if terminal:
@@ -203,27 +205,33 @@ class RecordReader:
     truncated: bool = False
     finished: bool = False
     last_position: int = 0
-    _offset: int = 0
     _pending: bytes = b""
-    _frames: list[Frame] = field(default_factory=list)
+    _handle: BinaryIO | None = field(default=None, repr=False)
 
     def poll(self, max_read: int = 1 << 20) -> list[Frame]:
+        """Read what was appended since the last poll (the file stays open between polls: a follower
+        polls often, and a record removed by retention meanwhile is still read to its end)."""
         frames: list[Frame] = []
         try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self._offset)
-                while True:
-                    chunk = handle.read(max_read)
-                    if not chunk:
-                        break
-                    self._offset += len(chunk)
-                    self._pending += chunk
-                    self._parse(frames)
-                    if len(chunk) < max_read:
-                        break
-        except FileNotFoundError:
+            if self._handle is None:
+                self._handle = open(self.path, "rb")  # noqa: SIM115 - kept open across polls, see close()
+            while True:
+                chunk = self._handle.read(max_read)
+                if not chunk:
+                    break
+                self._pending += chunk
+                self._parse(frames)
+                if len(chunk) < max_read:
+                    break
+        except OSError:
             return frames
         return frames
+
+    def close(self) -> None:
+        if self._handle is not None:
+            with contextlib.suppress(OSError):
+                self._handle.close()
+            self._handle = None
 
     def _parse(self, out: list[Frame]) -> None:
         buffer = self._pending
@@ -319,6 +327,7 @@ def seal_orphan(path: Path, build_terminal: Callable[[int], bytes], try_lock: Ca
             return False
         reader = RecordReader(path)
         reader.poll()
+        reader.close()
         if reader.finished or reader.truncated:
             return False
         os.write(fd, build_terminal(reader.last_position + 1))
@@ -364,6 +373,7 @@ def sweep_records(
                 continue
             reader = RecordReader(path)
             reader.poll()
+            reader.close()
             ended = reader.finished or reader.truncated
             if not ended and (reader.head is None or owner_alive(reader.head.owner)):
                 continue  # a live run (a long quiet turn): its record stays

@@ -317,3 +317,22 @@ def test_hostile_requests_are_clean_errors(client: FlaskClient, path: str, query
     response = client.get(path, query_string=query, headers=headers)
     assert response.status_code in (400, 404), response.get_data(as_text=True)
     assert response.get_json()["error"]["code"] in ("INVALID_INPUT", "RUN_NOT_FOUND")
+
+
+def test_a_follower_gets_heartbeats_while_the_run_is_quiet(settings: Settings, workspace: Path) -> None:
+    app = app_with(settings, heartbeat_interval_s=0.2)
+    client = app.test_client()
+    thread_id = new_thread_id()
+    body = run_body(thread_id, "slow [SLOW 1.5]", workspace)
+    owner = client.post("/", json=body, buffered=False)
+    head = read_until(owner, lambda events: bool(events))
+    got: list[bytes] = []
+    reader = threading.Thread(
+        target=lambda: got.append(reattach(app.test_client(), thread_id, body["runId"]).get_data())
+    )
+    reader.start()
+    rest = b"".join(owner.response)  # the owner's client drives the run (the test client has no server loop)
+    reader.join(30)
+    follower = got[0]
+    assert b": heartbeat\n\n" in follower
+    assert b"".join(frames_of(follower).values()) == b"".join(frames_of(head + rest).values())

@@ -184,6 +184,21 @@ def test_two_readers_on_other_workers_follow_a_live_run_to_its_end(server: Bridg
     assert results == [expected, expected]
 
 
+def test_a_resume_cut_after_its_answer_was_accepted_shows_the_tool_result_on_reattach(server: BridgeServer) -> None:
+    workspace = server.root  # type: ignore[attr-defined]
+    first = body_for(("permission", "please write file", {}), workspace)
+    interrupt = assert_valid_agui_stream(read_whole(post(server, first)), expect_terminal="interrupt")[-1]
+    answer = {"interruptId": interrupt["outcome"]["interrupts"][0]["id"], "status": "resolved",
+              "payload": {"decision": "allow_once"}}  # fmt: skip
+    resume = run_body(first["threadId"], "", workspace, ros_invocation_id=ROS)
+    resume["messages"], resume["resume"] = [], [answer]
+    kept = cut_at(post(server, resume), 2)  # RUN_STARTED, then the session event: the kernel took the answer
+    assert b"iac-code.session.v1" in kept[-1][1]
+    rest = read_whole(reattach(server, first["threadId"], resume["runId"], **{"Last-Event-ID": "2"}))
+    events = assert_valid_agui_stream(b"".join(frame for _, frame in kept) + rest, expect_terminal="success")
+    assert any(e["type"] == "TOOL_CALL_RESULT" for e in events)
+
+
 def test_no_reattach_cancels_within_the_window_and_replays_run_error_cancelled(
     tmp_path: Path, demo_url: str, demo_token: str
 ) -> None:

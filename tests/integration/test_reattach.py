@@ -288,9 +288,13 @@ def test_a_resume_cut_after_the_answer_was_accepted_shows_the_tool_result_on_rea
     resume["messages"] = []
     resume["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
     response = client.post("/", json=resume, buffered=False)
-    cut = read_until(response, lambda events: bool(events))  # RUN_STARTED: the answer goes out next
+    # The session event follows the kernel's first answer to the resume: the answer was accepted.
+    raw = read_until(response, lambda events: any(e.get("name") == "iac-code.session.v1" for e in events))
     response.close()
-    rest = reattach(client, thread_id, resume["runId"], headers={"Last-Event-ID": str(max(frames_of(cut)))})
+    seen = {position: frame for position, frame in frames_of(raw).items() if position <= 2}
+    cut = b"".join(seen.values())
+    assert [e.get("name") for e in parse_sse(cut)] == [None, "iac-code.session.v1"]
+    rest = reattach(client, thread_id, resume["runId"], headers={"Last-Event-ID": "2"})
     events = assert_valid_agui_stream(stitched(cut, rest.get_data()), expect_terminal="success")
     assert any(e["type"] == "TOOL_CALL_RESULT" for e in events), [e["type"] for e in events]
     replayed = reattach(client, thread_id, resume["runId"]).get_data()  # and again, from the start

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 POLL_S = 0.02
 #: How often a follower of a quiet run checks that its owner still exists.
 OWNER_CHECK_S = 1.0
+#: A run whose lease is gone this long without a terminal frame ended unrecorded (its record's writes
+#: failed): the follower stops instead of heartbeating forever.
+UNRECORDED_END_GRACE_S = 3.0
 _CURSOR = re.compile(r"[0-9]{1,12}")
 
 
@@ -122,8 +125,17 @@ def _finished_long_ago(path: Path, retention_s: float) -> bool:
     return mtime < time.time() - retention_s
 
 
-def follow(attach: Reattach, runtime: Runtime, settings: Settings, language: str) -> Iterator[bytes]:
-    """The body: the backlog in one write, then new frames as the owner appends them, to the end."""
+def follow(
+    attach: Reattach,
+    runtime: Runtime,
+    settings: Settings,
+    language: str,
+    run_over: Callable[[], bool] = lambda: False,
+) -> Iterator[bytes]:
+    """The body: the backlog in one write, then new frames as the owner appends them, to the end.
+
+    `run_over()` says the run no longer holds its thread's lease; a live owner whose run is over and
+    whose record still lacks its terminal frame after a grace period failed to record it."""
     reader = attach.reader
     marker = ReaderMarker(attach.readers_dir)
     marker.touch()
@@ -132,6 +144,7 @@ def follow(attach: Reattach, runtime: Runtime, settings: Settings, language: str
             yield b"".join(frame.data for frame in attach.backlog)
         next_heartbeat = time.monotonic() + settings.heartbeat_interval_s
         next_owner_check = time.monotonic() + OWNER_CHECK_S
+        over_since: float | None = None
         while not reader.finished and not reader.truncated:
             runtime.sleep(POLL_S)
             marker.touch()
@@ -144,6 +157,14 @@ def follow(attach: Reattach, runtime: Runtime, settings: Settings, language: str
             if now >= next_owner_check:
                 next_owner_check = now + OWNER_CHECK_S
                 _seal_if_owner_died(reader, runtime, settings, language)
+                over_since = (over_since or now) if run_over() else None
+                if over_since is not None and now - over_since >= UNRECORDED_END_GRACE_S:
+                    late = reader.poll()
+                    if late:
+                        yield b"".join(frame.data for frame in late)
+                        continue
+                    log.warning("a followed run ended without a recorded terminal event; ending the stream")
+                    return
             if now >= next_heartbeat:
                 next_heartbeat = now + settings.heartbeat_interval_s
                 yield HEARTBEAT_FRAME

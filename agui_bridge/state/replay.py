@@ -118,42 +118,51 @@ class RunRecord:
         self.path = replay_dir(self._state_dir) / (self.name + RECORD_SUFFIX)
         self._max_bytes = max_bytes
         self._fd: int | None = None
-        self._size = 0
+        self._header = head.encode()
+        self._size = len(self._header)
+        self._pending: list[bytes] = []  # frames of the current batch, written by `flush`
+        self._ending = False  # terminal or truncated: the next flush is the last write
         self.stopped = False  # truncated, failed, or terminal: nothing more is written
         self.last_position = 0
         self.finished = False
 
-    def _open(self) -> tuple[int, bytes]:
-        """Create the file; the header goes out with the first frame in one write (no reader ever
-        finds the file without its header)."""
-        ensure_replay_dir(self._state_dir)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        header = self.head.encode()
-        self._size = len(header)
-        return fd, header
-
     def frame(self, position: int, event: Any, data: bytes) -> None:
-        """FrameSink: append `data` (already `id: n`-framed)."""
-        if self.stopped:
+        """FrameSink: take `data` (already `id: n`-framed); `flush` writes the batch."""
+        if self.stopped or self._ending:
             return
+        if self._size + len(data) > self._max_bytes:
+            self._pending.append(TRUNCATED_FRAME)
+            self._ending = True
+            log.warning("run record reached its size bound; reattach to this run is no longer possible")
+            self.flush()
+            return
+        self._pending.append(data)
+        self._size += len(data)
+        self.last_position = position
+        if event.get("type") in TERMINAL_TYPES:
+            self.finished = self._ending = True
+            self.flush()
+
+    def flush(self) -> None:
+        """FrameSink: one `write` for the batch, before the emitter hands its bytes to the server. The
+        file is created by the first flush, its header in the same write (no reader finds it headless)."""
+        if self.stopped or not self._pending:
+            return
+        data, self._pending = b"".join(self._pending), []
         try:
-            prefix = b""
             if self._fd is None:
-                self._fd, prefix = self._open()
-            terminal = event.get("type") in TERMINAL_TYPES
-            if self._size + len(data) > self._max_bytes:
-                os.write(self._fd, prefix + TRUNCATED_FRAME)
-                log.warning("run record reached its size bound; reattach to this run is no longer possible")
-                self._stop()
-                return
-            os.write(self._fd, prefix + data)
-            self._size += len(data)
-            self.last_position = position
-            if terminal:
-                self.finished = True
-                self._stop()
+                ensure_replay_dir(self._state_dir)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+                self._fd = os.open(self.path, flags, 0o600)
+                data = self._header + data
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
         except OSError:
             log.warning("run record write failed; reattach to this run is no longer possible", exc_info=True)
+            self._stop()
+            return
+        if self._ending:
             self._stop()
 
     def _stop(self) -> None:
@@ -164,6 +173,7 @@ class RunRecord:
             self._fd = None
 
     def close(self) -> None:
+        self.flush()
         self._stop()
 
     def readers_present(self, now_s: float | None = None) -> bool:

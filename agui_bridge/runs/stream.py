@@ -214,10 +214,13 @@ class RunStream:
         """The client left and the run was cancelled without a terminal event (window 0, or it could
         not detach): the record still ends, so a reattach gets RUN_ERROR CANCELLED instead of waiting."""
         assert self.record is not None
+        shown_code = self._end.error_code  # the trace reports what the client was shown, not this
         try:
             self.emitter.record_only(self._end.error_events(Cancelled("client_disconnected")))
         except Exception:  # the run is over either way; only the record misses its end
             log.warning("the end of an abandoned run was not recorded", exc_info=True)
+        finally:
+            self._end.error_code = shown_code
 
     def _trace_attributes(self) -> dict[str, str | bool]:
         ticket = self._ticket

@@ -21,6 +21,7 @@ from agui_bridge.config_values import boolean as _boolean
 from agui_bridge.config_values import choice as _choice
 from agui_bridge.config_values import host as _host
 from agui_bridge.config_values import non_negative as _non_negative
+from agui_bridge.config_values import non_negative_int as _non_negative_int
 from agui_bridge.config_values import normalise_a2a_url as normalise_a2a_url
 from agui_bridge.config_values import paths as _paths
 from agui_bridge.config_values import port as _port
@@ -168,6 +169,22 @@ OPTIONS: tuple[Option, ...] = (
         "seconds a client may leave a stream write unread before it is dropped (0: never)",
         setting="client_write_timeout_s",
     ),
+    Option(
+        "reattach_window", "REATTACH_WINDOW", 30.0, _non_negative,
+        "--reattach-window must be a non-negative number of seconds.",
+        "seconds a run keeps going after its last reader left, for a reattach (0: cancel at once)",
+        setting="reattach_window_s",
+    ),
+    Option(
+        "reattach_retention", "REATTACH_RETENTION", 3600.0, _positive,
+        "--reattach-retention must be a positive number of seconds.",
+        "seconds a finished run stays replayable (at least the reattach window)", setting="reattach_retention_s",
+    ),
+    Option(
+        "reattach_max_bytes", "REATTACH_MAX_BYTES", 64 * 1024 * 1024, _non_negative_int,
+        "--reattach-max-bytes must be a non-negative integer.",
+        "bytes recorded per run for reattach; past it reattach answers 410 (0: no record)",
+    ),
 )  # fmt: skip
 
 
@@ -276,6 +293,8 @@ def worker_connections_for(max_active_runs: int) -> int:
 
 
 def check_settings(settings: Settings) -> None:
+    if settings.reattach_retention_s < settings.reattach_window_s:
+        raise ConfigError("--reattach-retention must be at least --reattach-window.")
     """Rules that involve several values. Secure by default: no token means loopback only."""
     if not settings.auth_token and not settings.allow_unauthenticated and not is_loopback_host(settings.host):
         raise ConfigError(

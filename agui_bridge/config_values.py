@@ -49,6 +49,15 @@ def non_negative(value: Any) -> float:
     return number
 
 
+def non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(value)
+    number = int(value)
+    if number < 0:
+        raise ValueError(value)
+    return number
+
+
 def positive(value: Any) -> float:
     number = non_negative(value)
     if number <= 0:

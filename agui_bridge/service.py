@@ -15,6 +15,7 @@ from typing import Any
 
 from agui_bridge.a2a.client import A2AClient
 from agui_bridge.a2a.errors import A2AError, A2ARpcError
+from agui_bridge.capabilities import reattach_supported, reattach_window_s
 from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
 from agui_bridge.runs.admission import admit_guidance, admit_run
 from agui_bridge.runs.cancel import cancel_execution
@@ -75,6 +76,10 @@ class BridgeService:
             "protocolPackageVersion": PROTOCOL_PACKAGE_VERSION,
             "executionKernel": "a2a-1.0",
             "serverVersion": self.settings.server_version,
+            "reattach": {
+                "supported": reattach_supported(self.settings),
+                "windowSeconds": reattach_window_s(self.settings),
+            },
         }
 
     @property
@@ -119,8 +124,9 @@ class BridgeService:
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + SWEEP_INTERVAL_S
                 report = prune(
-                    self.store, retention_days=self.settings.state_retention_days, lease_live=self.lease_live
-                )
+                    self.store, retention_days=self.settings.state_retention_days, lease_live=self.lease_live,
+                    replay_retention_s=self.settings.reattach_retention_s,
+                )  # fmt: skip
                 if report.removed or report.problems or report.markers_removed:
                     log.info(
                         "retention sweep removed %d thread file(s) and %d cancel marker(s) of ended runs",
@@ -181,6 +187,10 @@ class BridgeService:
         runs had to be stopped."""
         self.draining = True
         deadline = time.monotonic() + wait_s
+        with self._active_lock:
+            detached = [run for run in self._streams.values() if isinstance(run, RunStream) and run.detached]
+        for run in detached:  # nobody is reading them: no reason to wait (docs/design.md#reattach)
+            run.request_stop()
         while self._active and time.monotonic() < deadline:
             self.runtime.sleep(0.1)
         with self._active_lock:

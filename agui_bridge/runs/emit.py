@@ -2,7 +2,8 @@
 
 Runs and guidance hand their events to `Emitter.events`, which numbers them (1 for `RUN_STARTED`,
 then one more per event: the event's position in its run's stream), counts them for metrics, frames
-them as SSE and offers each frame to an optional `FrameSink` before the bytes go to the WSGI server.
+them as SSE with `id: <n>` (the cursor a reattaching client sends back, docs/design.md#reattach) and
+offers each frame to an optional `FrameSink` (the run's record) before the bytes go to the WSGI server.
 Heartbeats are comments, not events: they carry no position and are not offered to the sink
 (docs/design.md#stream-pump-heartbeat).
 """
@@ -23,6 +24,13 @@ class FrameSink(Protocol):
     def frame(self, position: int, event: Event, data: bytes) -> None: ...
 
 
+def _flush(sink: FrameSink | None) -> None:
+    """A sink may batch the frames of one `events` call (the run record writes them in one syscall)."""
+    flush = getattr(sink, "flush", None)
+    if flush is not None:
+        flush()
+
+
 class Emitter:
     def __init__(self, observer: RunObserver, sink: FrameSink | None = None) -> None:
         self._observer = observer
@@ -37,11 +45,21 @@ class Emitter:
         frames = []
         for event in events:
             self.position += 1
-            data = encode_event(event)
+            data = b"id: %d\n" % self.position + encode_event(event)
             if self.sink is not None:
                 self.sink.frame(self.position, event, data)
             frames.append(data)
+        _flush(self.sink)  # recorded before the bytes go out
         return b"".join(frames)
+
+    def record_only(self, events: Sequence[Event]) -> None:
+        """Number and offer events to the sink without showing them: the end of a run whose client is
+        gone, so its record still ends with a terminal event (docs/design.md#reattach)."""
+        for event in events:
+            self.position += 1
+            if self.sink is not None:
+                self.sink.frame(self.position, event, b"id: %d\n" % self.position + encode_event(event))
+        _flush(self.sink)
 
     def heartbeat(self) -> bytes:
         self._observer.heartbeat()

@@ -200,6 +200,14 @@ class RunEnd:
         self.end(Outcome.SHUTDOWN, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if retire else Task.KEEP)
         return self.error_events(Cancelled("server_shutdown"))
 
+    def window_expired(self) -> list[Event]:
+        """A detached run nobody reattached to within the window (docs/design.md#reattach): like a
+        disconnect (the task is cancelled unless an interrupt is pending), but recorded as RUN_ERROR
+        CANCELLED, which a later reattach replays."""
+        retire = not self._ticket.pending
+        self.end(Outcome.CANCELLED, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if retire else Task.KEEP)
+        return self.error_events(Cancelled("reattach_window_expired"))
+
     def abandon(self) -> None:
         """The client went away mid-run: cancel the task unless an interrupt is pending
         (docs/design.md#decision-disconnect-cancels-task). The outcome stays undecided: disconnected."""

@@ -56,6 +56,10 @@ class StopRequested(Exception):
     """The worker is shutting down (docs/design.md#shutdown-drain)."""
 
 
+#: An empty frame the stream's body stops on when its client left and the run detaches (writes nothing).
+DEPARTED = b""
+
+
 class ClientGone(Exception):
     """The client closed its connection: the run ends as a disconnect (docs/design.md#close-and-disconnect)."""
 
@@ -158,6 +162,9 @@ class Pacer:
         self.stop_requested = False
         self.cancel_requested = False
         self.client_gone = False
+        #: Asked when the client left: True means the stream detaches (tick yields DEPARTED for its body to
+        #: stop on) rather than ending with `ClientGone`.
+        self.detaches_on_departure: Callable[[], bool] = lambda: False
 
     def wait_s(self) -> float:
         """How long the stream may wait for its next item: the time to the next heartbeat."""
@@ -203,6 +210,10 @@ class Pacer:
         if self.stop_requested:
             raise StopRequested()
         if self.client_gone:
+            self.client_gone = False
+            if self.detaches_on_departure():
+                yield DEPARTED
+                return
             raise ClientGone()
         if self.cancel_requested:
             # The cancellation extension cancels the A2A task and retires the execution itself, right

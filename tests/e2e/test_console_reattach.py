@@ -1,0 +1,76 @@
+"""The web console reattaches to a live run (issue 15): in headless Chromium against `agui-bridge serve`
+(gunicorn + gevent workers) and the demo agent, a reload in the middle of a slow run continues the
+transcript where it was, with nothing shown twice, up to the run's terminal event.
+
+Skips with the reason when the bridge does not advertise reattach (tests/reattach_probe.py).
+"""
+# ruff: noqa: F811 - the browser and bridge fixtures are imported from the console's browser tests
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.bridge_harness import BridgeServer
+from tests.e2e.test_console_browser import (  # noqa: F401 - the fixtures are used by name
+    TOKEN,
+    assert_no_page_errors,
+    console_bridge,
+    css,
+    driver,
+    open_console,
+    send_message,
+    shoot,
+    text_of,
+    wait_for,
+)
+from tests.reattach_probe import require_reattach
+
+CHUNKS = [f"slow chunk {n}." for n in range(1, 7)]
+
+
+def assistant_text(driver: Any) -> str:
+    return str(
+        driver.execute_script(
+            "return [...document.querySelectorAll('#transcript .msg.assistant')].map(n => n.textContent).join('')"
+        )
+    )
+
+
+def test_a_reload_during_a_slow_run_reattaches_and_continues_without_duplicates(
+    driver: Any, console_bridge: BridgeServer, workspace: Path
+) -> None:
+    require_reattach(console_bridge.url, TOKEN)
+    open_console(driver, console_bridge, workspace)
+    send_message(driver, "slow [SLOW 8]")
+    wait_for(lambda: "slow chunk 2." in assistant_text(driver), what="the second chunk")
+    run = json.loads(driver.execute_script("return JSON.stringify(sessionStorage)"))
+    cursor = next(json.loads(v) for k, v in run.items() if k.startswith("agui-console:run:"))
+    assert cursor["lastId"] > 1 and not cursor["ended"]
+    shoot(driver, "console-reattach-1-before-reload")
+
+    driver.refresh()  # the fetch dies with the page; the bridge keeps the run for its reattach window
+    wait_for(
+        lambda: "reattaching to run" in text_of(driver, "#transcript .note"), what="the reattach note", timeout_s=10
+    )
+    wait_for(lambda: "run finished" in text_of(driver, "#transcript .note"), what="the terminal event", timeout_s=30)
+    text = assistant_text(driver)
+    for chunk in CHUNKS:
+        assert text.count(chunk) == 1, text
+    assert text.index(CHUNKS[0]) < text.index(CHUNKS[-1])
+    assert text_of(driver, "#transcript .note").count("run finished") == 1
+    assert css(driver, "#transcript .msg.user")[0].text == "slow [SLOW 8]"
+    wait_for(lambda: css(driver, "#thread-status[data-state='idle']"), what="the idle thread status")
+    assert css(driver, "#error")[0].is_displayed() is False
+    stored = json.loads(driver.execute_script("return JSON.stringify(sessionStorage)"))
+    cursor = next(json.loads(v) for k, v in stored.items() if k.startswith("agui-console:run:"))
+    assert cursor["ended"] is True
+    shoot(driver, "console-reattach-2-finished")
+
+    # A reload after the end replays the transcript from this tab and does not reattach again.
+    driver.refresh()
+    wait_for(lambda: css(driver, "#thread-status[data-state='idle']"), what="the idle thread after the end")
+    assert "reattaching to run" not in text_of(driver, "#transcript .note")
+    assert assistant_text(driver).count(CHUNKS[-1]) == 1
+    assert_no_page_errors(driver)

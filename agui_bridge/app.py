@@ -17,7 +17,7 @@ from agui_bridge.runtime import select_runtime
 from agui_bridge.service import BridgeService
 from agui_bridge.settings import Settings, settings_from_env
 from agui_bridge.state.store import ThreadStore
-from agui_bridge.web import capabilities_api, console_api, extension_api, health_api, run_api, status_api
+from agui_bridge.web import capabilities_api, console_api, extension_api, health_api, reattach_api, run_api, status_api
 from agui_bridge.web.auth import guard_request
 from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.web.http_errors import register_error_handlers
@@ -110,6 +110,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
         app.register_blueprint(metrics_api.bp)
     app.register_blueprint(status_api.bp)
+    app.register_blueprint(reattach_api.bp)
     app.register_blueprint(capabilities_api.bp)
     if settings.console_enabled:
         app.register_blueprint(console_api.bp)

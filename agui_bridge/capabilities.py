@@ -17,9 +17,15 @@ from agui_bridge.validation.content import ALLOWED_IMAGE_TYPES, MAX_IMAGE_BYTES,
 AGUI_PROTOCOL_VERSION = "1.0.0"
 A2A_PROTOCOL_VERSION = "1.0"
 CAPABILITIES_SCHEMA_VERSION = 1
-#: Reattaching to a live stream does not exist yet: `transport.resumable` and the window stay off.
-REATTACH_SUPPORTED = False
-REATTACH_WINDOW_S = 0
+
+
+def reattach_supported(settings: Settings) -> bool:
+    """Runs are recorded (docs/design.md#reattach) unless the per-run bound is 0."""
+    return settings.reattach_max_bytes > 0
+
+
+def reattach_window_s(settings: Settings) -> int | float:
+    return _seconds(settings.reattach_window_s) if reattach_supported(settings) else 0
 
 
 def _seconds(value: float) -> int | float:
@@ -42,7 +48,7 @@ def build_capabilities(settings: Settings) -> dict[str, Any]:
             "websocket": False,
             "httpBinary": False,
             "pushNotifications": False,
-            "resumable": REATTACH_SUPPORTED,
+            "resumable": reattach_supported(settings),
         },
         "tools": {"supported": True, "clientProvided": False},
         "output": {"structuredOutput": False, "supportedMimeTypes": ["text/plain"]},
@@ -71,7 +77,12 @@ def build_capabilities(settings: Settings) -> dict[str, Any]:
                     "responseSchemas": True,
                     "expiresAt": True,
                 },
-                "reattach": {"supported": REATTACH_SUPPORTED, "windowSeconds": REATTACH_WINDOW_S},
+                "reattach": {
+                    "supported": reattach_supported(settings),
+                    "windowSeconds": reattach_window_s(settings),
+                    "retentionSeconds": _seconds(settings.reattach_retention_s),
+                    "maxRecordBytes": settings.reattach_max_bytes,
+                },
                 "input": {
                     "contentTypes": input_types,
                     "maxImageBytes": MAX_IMAGE_BYTES,
@@ -88,6 +99,7 @@ def build_capabilities(settings: Settings) -> dict[str, Any]:
                     "cancel": "/extensions/iac-code/v1/executions/{executionId}/cancel",
                     "status": "/extensions/iac-code/v1/threads/{threadId}/status",
                     "capabilities": "/extensions/iac-code/v1/capabilities",
+                    "reattach": "/extensions/iac-code/v1/threads/{threadId}/runs/{runId}/events",
                 },
             }
         },

@@ -60,7 +60,7 @@ def serve(args: argparse.Namespace) -> int:
             managed.start()
         except ManagedUpstreamError as exc:
             print(f"agui-bridge: {exc}", file=sys.stderr)
-            return 1
+            return 2
         settings = settings.replace(a2a_url=managed.url, a2a_token=managed.token)
         managed.watch(lambda: _stop_for_lost_upstream(upstream_lost))
     created_metrics_dir = _prepare_metrics_dir(os.environ) if settings.metrics_enabled else None

@@ -64,6 +64,15 @@ def _non_negative(value: Any) -> float:
     return number
 
 
+def _non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(value)
+    number = int(value)
+    if number < 0:
+        raise ValueError(value)
+    return number
+
+
 def _positive(value: Any) -> float:
     number = _non_negative(value)
     if number <= 0:
@@ -168,6 +177,10 @@ OPTIONS: tuple[Option, ...] = (
         "managed upstream when no --a2a-url: demo or iac-code",
     ),
     Option(
+        "iac_code_bin", "IAC_CODE_BIN", None, _string, "--iac-code-bin must be a path.",
+        "iac-code executable for --managed-a2a iac-code (default: iac-code on PATH)",
+    ),
+    Option(
         "state_dir", "STATE_DIR", None, _string, "--state-dir must be a string.",
         "state directory (default <IAC_CODE_CONFIG_DIR or ~/.iac-code>/agui)",
     ),
@@ -251,6 +264,22 @@ OPTIONS: tuple[Option, ...] = (
         "--client-write-timeout must be a non-negative number of seconds.",
         "seconds a client may leave a stream write unread before it is dropped (0: never)",
         setting="client_write_timeout_s",
+    ),
+    Option(
+        "reattach_window", "REATTACH_WINDOW", 30.0, _non_negative,
+        "--reattach-window must be a non-negative number of seconds.",
+        "seconds a run keeps going after its last reader left, for a reattach (0: cancel at once)",
+        setting="reattach_window_s",
+    ),
+    Option(
+        "reattach_retention", "REATTACH_RETENTION", 3600.0, _positive,
+        "--reattach-retention must be a positive number of seconds.",
+        "seconds a finished run stays replayable (at least the reattach window)", setting="reattach_retention_s",
+    ),
+    Option(
+        "reattach_max_bytes", "REATTACH_MAX_BYTES", 64 * 1024 * 1024, _non_negative_int,
+        "--reattach-max-bytes must be a non-negative integer.",
+        "bytes recorded per run for reattach; past it reattach answers 410 (0: no record)",
     ),
 )  # fmt: skip
 BY_NAME = {option.name: option for option in OPTIONS}
@@ -364,6 +393,8 @@ def build_settings(resolved: Resolved, environ: Mapping[str, str], *, serving: b
 
 
 def check_settings(settings: Settings) -> None:
+    if settings.reattach_retention_s < settings.reattach_window_s:
+        raise ConfigError("--reattach-retention must be at least --reattach-window.")
     """Rules that involve several values. Secure by default: no token means loopback only."""
     if not settings.auth_token and not settings.allow_unauthenticated and not is_loopback_host(settings.host):
         raise ConfigError(

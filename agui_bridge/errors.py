@@ -19,6 +19,9 @@ default message, so web handlers and the stream renderer never need a lookup tab
     ├── ThreadBindingConflict        409 THREAD_BINDING_CONFLICT
     ├── ResumeRequired               409 RESUME_REQUIRED
     ├── ExecutionNotFound            404 EXECUTION_NOT_FOUND
+    ├── RunNotFound                  404 RUN_NOT_FOUND          (reattach: unknown run, or not this thread's)
+    ├── ReplayExpired                410 REPLAY_EXPIRED         (reattach: the run's record is no longer kept)
+    ├── ReplayCursorOutOfRange       416 REPLAY_CURSOR_OUT_OF_RANGE
     └── in-stream only (RUN_ERROR):  INCOMPLETE_RESUME, UNKNOWN_INTERRUPT, RESUME_PAYLOAD_INVALID,
         RESUME_ALREADY_APPLIED, EXECUTION_EXPIRED, STATE_PERSISTENCE_FAILED, SESSION_BACKUP_NOT_READY,
         A2A_UNAVAILABLE, A2A_PROTOCOL_ERROR, A2A_EXECUTION_FAILED, CANCELLED
@@ -57,6 +60,9 @@ class ErrorCode(StrEnum):
     A2A_EXECUTION_FAILED = "A2A_EXECUTION_FAILED"
     CANCELLED = "CANCELLED"
     HOST_NOT_ALLOWED = "HOST_NOT_ALLOWED"
+    RUN_NOT_FOUND = "RUN_NOT_FOUND"
+    REPLAY_EXPIRED = "REPLAY_EXPIRED"
+    REPLAY_CURSOR_OUT_OF_RANGE = "REPLAY_CURSOR_OUT_OF_RANGE"
 
 
 class BridgeError(Exception):
@@ -188,3 +194,15 @@ class ExecutionExpired(BridgeError):
 
 class HostNotAllowed(BridgeError):
     code, http_status, default_key = ErrorCode.HOST_NOT_ALLOWED, 403, "host_not_allowed"
+
+
+class RunNotFound(BridgeError):
+    code, http_status, default_key = ErrorCode.RUN_NOT_FOUND, 404, "run_not_found"
+
+
+class ReplayExpired(BridgeError):
+    code, http_status, default_key = ErrorCode.REPLAY_EXPIRED, 410, "replay_expired"
+
+
+class ReplayCursorOutOfRange(BridgeError):
+    code, http_status, default_key = ErrorCode.REPLAY_CURSOR_OUT_OF_RANGE, 416, "replay_cursor_out_of_range"

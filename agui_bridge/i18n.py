@@ -987,6 +987,84 @@ CATALOG: Final[dict[str, dict[str, str]]] = {
             "localhost, 127.0.0.1 ou [::1]."
         ),
     },
+    "run_not_found": {
+        "en": "No run with this id is known for this thread.",
+        "zh": "此线程中没有该 ID 的运行。",
+        "ja": "このスレッドにこの ID の実行はありません。",
+        "es": "No se conoce ninguna ejecución con este id en este hilo.",
+        "fr": "Aucune exécution avec cet identifiant n'est connue pour ce fil.",
+        "de": "Für diesen Thread ist kein Lauf mit dieser ID bekannt.",
+        "pt": "Nenhuma execução com este id é conhecida para esta thread.",
+    },
+    "replay_expired": {
+        "en": "The events of this run are no longer kept; it cannot be replayed.",
+        "zh": "此运行的事件已不再保留，无法重放。",
+        "ja": "この実行のイベントはもう保持されていないため、再生できません。",
+        "es": "Los eventos de esta ejecución ya no se conservan; no se puede reproducir.",
+        "fr": "Les événements de cette exécution ne sont plus conservés ; elle ne peut pas être rejouée.",
+        "de": "Die Ereignisse dieses Laufs werden nicht mehr aufbewahrt; er kann nicht wiedergegeben werden.",
+        "pt": "Os eventos desta execução não são mais mantidos; ela não pode ser reproduzida.",
+    },
+    "replay_truncated": {
+        "en": "This run's stream outgrew the replay size limit; it cannot be replayed.",
+        "zh": "此运行的流超出了重放大小限制，无法重放。",
+        "ja": "この実行のストリームは再生サイズの上限を超えたため、再生できません。",
+        "es": "El flujo de esta ejecución superó el límite de tamaño de reproducción; no se puede reproducir.",
+        "fr": "Le flux de cette exécution a dépassé la taille maximale de relecture ; il ne peut pas être rejoué.",
+        "de": (
+            "Der Stream dieses Laufs hat die Größengrenze für die Wiedergabe überschritten; "
+            "er kann nicht wiedergegeben werden."
+        ),
+        "pt": "O fluxo desta execução excedeu o limite de tamanho de reprodução; ela não pode ser reproduzida.",
+    },
+    "replay_cursor_invalid": {
+        "en": "The event cursor (Last-Event-ID or after) must be a non-negative integer.",
+        "zh": "事件游标（Last-Event-ID 或 after）必须是非负整数。",
+        "ja": "イベントカーソル（Last-Event-ID または after）は 0 以上の整数でなければなりません。",
+        "es": "El cursor de eventos (Last-Event-ID o after) debe ser un entero no negativo.",
+        "fr": "Le curseur d'événements (Last-Event-ID ou after) doit être un entier positif ou nul.",
+        "de": "Der Ereignis-Cursor (Last-Event-ID oder after) muss eine nicht negative ganze Zahl sein.",
+        "pt": "O cursor de eventos (Last-Event-ID ou after) deve ser um inteiro não negativo.",
+    },
+    "replay_cursor_out_of_range": {
+        "en": "The event cursor is beyond the last event of this run.",
+        "zh": "事件游标超出了此运行的最后一个事件。",
+        "ja": "イベントカーソルがこの実行の最後のイベントを超えています。",
+        "es": "El cursor de eventos está más allá del último evento de esta ejecución.",
+        "fr": "Le curseur d'événements dépasse le dernier événement de cette exécution.",
+        "de": "Der Ereignis-Cursor liegt hinter dem letzten Ereignis dieses Laufs.",
+        "pt": "O cursor de eventos está além do último evento desta execução.",
+    },
+    "reattach_ros_required": {
+        "en": "rosInvocationId is required as a query parameter.",
+        "zh": "必须以查询参数提供 rosInvocationId。",
+        "ja": "rosInvocationId をクエリパラメーターとして指定する必要があります。",
+        "es": "rosInvocationId es obligatorio como parámetro de consulta.",
+        "fr": "rosInvocationId est obligatoire comme paramètre de requête.",
+        "de": "rosInvocationId ist als Abfrageparameter erforderlich.",
+        "pt": "rosInvocationId é obrigatório como parâmetro de consulta.",
+    },
+    "reattach_window_expired": {
+        "en": "No client reattached within the reattach window; the execution was cancelled.",
+        "zh": "在重新连接窗口内没有客户端重新连接；执行已被取消。",
+        "ja": "再接続期間内にクライアントが再接続しなかったため、実行はキャンセルされました。",
+        "es": "Ningún cliente se volvió a conectar dentro de la ventana de reconexión; la ejecución fue cancelada.",
+        "fr": "Aucun client ne s'est reconnecté dans la fenêtre de reconnexion ; l'exécution a été annulée.",
+        "de": (
+            "Innerhalb des Wiederverbindungsfensters hat sich kein Client erneut verbunden; "
+            "die Ausführung wurde abgebrochen."
+        ),
+        "pt": "Nenhum cliente se reconectou dentro da janela de reconexão; a execução foi cancelada.",
+    },
+    "run_worker_lost": {
+        "en": "The server process running this execution stopped; the execution was cancelled.",
+        "zh": "运行此执行的服务器进程已停止；执行已被取消。",
+        "ja": "この実行を処理していたサーバープロセスが停止したため、実行はキャンセルされました。",
+        "es": "El proceso del servidor que ejecutaba esta ejecución se detuvo; la ejecución fue cancelada.",
+        "fr": "Le processus serveur qui exécutait cette exécution s'est arrêté ; l'exécution a été annulée.",
+        "de": "Der Serverprozess, der diese Ausführung ausführte, wurde beendet; die Ausführung wurde abgebrochen.",
+        "pt": "O processo do servidor que executava esta execução parou; a execução foi cancelada.",
+    },
 }
 
 #: Texts that are genuinely the same in English and another language (none today).

@@ -68,6 +68,12 @@ RESUME_PREFLIGHT = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 
+RUNS_DETACHED = Counter("agui_runs_detached_total", "Runs whose last reader left while they went on (reattach window).")
+REATTACHES = Counter("agui_reattaches_total", "Reattach streams opened on a run's record.")
+RUNS_WINDOW_EXPIRED = Counter(
+    "agui_runs_window_expired_total", "Detached runs cancelled because no reader came back within the window."
+)
+
 
 class PrometheusObserver:
     """Implements runs.observer.RunObserver and StoreObserver.

@@ -15,6 +15,7 @@ from typing import Any
 
 from agui_bridge.a2a.client import A2AClient
 from agui_bridge.a2a.errors import A2AError
+from agui_bridge.capabilities import reattach_supported, reattach_window_s
 from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
 from agui_bridge.runs.admission import admit_guidance, admit_run
 from agui_bridge.runs.cancel import cancel_execution
@@ -74,6 +75,10 @@ class BridgeService:
             "protocolPackageVersion": PROTOCOL_PACKAGE_VERSION,
             "executionKernel": "a2a-1.0",
             "serverVersion": self.settings.server_version,
+            "reattach": {
+                "supported": reattach_supported(self.settings),
+                "windowSeconds": reattach_window_s(self.settings),
+            },
         }
 
     @property

@@ -54,6 +54,12 @@ class Settings:
     worker_connections: int = 1000
     worker_tmp_dir: str | None = None
     client_write_timeout_s: float = 60.0  # a stream write not taken by the client in time drops it
+    iac_code_bin: str | None = None  # the managed iac-code executable (else PATH); read by managed.py
+    #: Seconds a run whose last reader left keeps going (0: cancelled at once, as before reattach existed).
+    #: `serve` defaults to 30 (config.py); Settings built directly (embedders, tests) keep the old behaviour.
+    reattach_window_s: float = 0.0
+    reattach_retention_s: float = 3600.0  # a finished run stays replayable this long
+    reattach_max_bytes: int = 64 * MIB  # per-run record bound; 0: no record (no reattach)
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

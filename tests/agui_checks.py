@@ -11,7 +11,9 @@ Usage in a test (bytes exactly as the server sent them)::
 What :func:`assert_valid_agui_stream` enforces (behaviour.md §0 D2/D9, §5.1-5.11):
 
 * framing: UTF-8, LF only (no ``\\r`` anywhere), every record is ``data: <json>\\n\\n`` (one
-  line, compact JSON, non-ASCII literal, no duplicate keys) or the ``: heartbeat\\n\\n`` comment;
+  line, compact JSON, non-ASCII literal, no duplicate keys), optionally after an ``id: <n>`` line (the
+  reattach cursor: when the events carry ids they increase by one, docs/design.md#reattach), or the
+  ``: heartbeat\\n\\n`` comment;
 * every event validates against the ``ag_ui.core.Event`` discriminated union of
   ag-ui-protocol 1.0.0 in pydantic *strict* JSON mode (so ``"timestamp": 1.0`` or ``"1"`` fail);
 * no unknown fields: the 1.0 models are ``extra="allow"`` (see ``GeneratedBaseModel``), so an extra
@@ -386,9 +388,15 @@ def assert_valid_agui_stream(
     errors: list[str] = []
     events: list[dict[str, Any]] = []
     payloads: list[str] = []
+    ids: list[int] = []
     for number, record in enumerate(text[:-2].split("\n\n")):
         if record == HEARTBEAT_RECORD:
             continue
+        if record.startswith("id: ") and "\n" in record:
+            id_line, record = record.split("\n", 1)
+            if not id_line[4:].isdigit():
+                _fail([f"record #{number} has a malformed id line: {id_line[:40]!r}"])
+            ids.append(int(id_line[4:]))
         if not record.startswith("data: ") or "\n" in record:
             _fail([f"record #{number} is neither 'data: <json>' nor ': heartbeat': {record[:120]!r}"])
         payload = record[len("data: ") :]
@@ -405,6 +413,8 @@ def assert_valid_agui_stream(
         events.append(obj)
         payloads.append(payload)
 
+    if ids and (len(ids) != len(events) or ids != list(range(ids[0], ids[0] + len(ids)))):
+        errors.append(f"event ids are not on every event or not contiguous: {ids[:20]}")
     for index, (payload, event) in enumerate(zip(payloads, events, strict=True)):
         _check_event_shape(index, payload, event, errors)
     _check_sequence(events, errors)

@@ -54,6 +54,12 @@ DELTA_SUFFIX = "-message"
 FINAL_SUFFIX = "-2"
 CANCEL_SUFFIX = "-5"
 CANCEL_TEXT = "Task canceled."
+#: As the kernel: while a cancel tears a context's runtime down, a new turn in that context fails.
+RUNTIME_MISSING_TEXT = "RuntimeError: A2A context runtime missing"
+RUNTIME_MISSING_SUFFIX = "-4"
+#: How long the demo's cancel of a running or waiting task keeps its context's runtime torn down
+#: (the kernel drops it while the cancel lands; the demo makes the window wide enough to be seen).
+CANCEL_TEARDOWN_S = 0.2
 #: A stream may fall this many events behind before the producer waits for it (the SDK evicts a
 #: subscriber that is 1024 events behind, which would truncate a fast ``[LONG n]`` turn).
 PACING_WINDOW = 256
@@ -618,6 +624,9 @@ class DemoAgentExecutor(AgentExecutor):
         #: Open ``SubscribeToTask`` streams per task (a sideband answer waits for one).
         self._subscribers: dict[str, int] = {}
         self.sideband_grace = SIDEBAND_SUBSCRIBE_GRACE
+        #: contextIds whose runtime a cancel is tearing down (count of cancels in progress).
+        self._teardowns: dict[str, int] = {}
+        self.cancel_teardown_s = CANCEL_TEARDOWN_S
 
     def session_id(self, context_id: str) -> str:
         """The ``iacCodeSessionId`` of a context: a uuid4 chosen on first sight, then stable."""
@@ -630,6 +639,10 @@ class DemoAgentExecutor(AgentExecutor):
             self._backup_not_ready.discard(session_id)
             return "backup_not_ready"
         return "current" if session_id in self._sessions.values() else None
+
+    def is_cancelable(self, task_id: str) -> bool:
+        """A turn of ``task_id`` runs or waits for an answer; a finished turn cannot be cancelled."""
+        return task_id in self._running or task_id in self._waits or task_id in self._sidebands
 
     def is_running(self, task_id: str) -> bool:
         """True while a turn of ``task_id`` is executing (``SubscribeToTask`` is allowed)."""
@@ -748,6 +761,9 @@ class DemoAgentExecutor(AgentExecutor):
             question = next((p for p in wait.open_inputs() if p.request.kind != sc.PERMISSION), None) if wait else None
             if wait is not None and question is not None:
                 await self._answer(turn, wait, question, text)
+                return
+            if self._teardowns.get(context_id):
+                await self._runtime_missing(turn, context)
                 return
             if BACKUP_NOT_READY_MARKER in text.lower():
                 self._backup_not_ready.add(turn.session_id)
@@ -960,10 +976,39 @@ class DemoAgentExecutor(AgentExecutor):
         answers = tuple(p.answer for p in wait.inputs if p.answer is not None)
         await self._run(turn, wait.script, answers)
 
+    async def _runtime_missing(self, turn: _Turn, context: RequestContext) -> None:
+        """A turn that raced a cancel of its context: the kernel's FAILED with the RuntimeError text."""
+        if context.current_task is None:
+            history = [context.message] if context.message is not None else []
+            await turn.emit(
+                Task(
+                    id=turn.task_id,
+                    context_id=turn.context_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                    history=history,
+                )
+            )
+        message = turn.agent_message(RUNTIME_MISSING_SUFFIX, RUNTIME_MISSING_TEXT)
+        await turn.status(TaskState.TASK_STATE_FAILED, message=message, timestamp=True)
+
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Publish CANCELED ("Task canceled.") and stop the running script, if any."""
+        """Publish CANCELED ("Task canceled.") and stop the running script, if any.
+
+        As the kernel, a new turn in the context fails while the cancel tears the context's runtime
+        down (a task whose turn has ended is refused before this, in the request handler).
+        """
         task_id = str(context.task_id)
         context_id = str(context.context_id)
+        self._teardowns[context_id] = self._teardowns.get(context_id, 0) + 1
+        try:
+            await self._cancel(task_id, context_id, event_queue)
+            await asyncio.sleep(self.cancel_teardown_s)
+        finally:
+            self._teardowns[context_id] -= 1
+            if not self._teardowns[context_id]:
+                del self._teardowns[context_id]
+
+    async def _cancel(self, task_id: str, context_id: str, event_queue: EventQueue) -> None:
         # Set first: from here on the running turn may not emit (CANCELED must be the last event).
         self._cancelled.add(task_id)
         wait = self._waits.pop(task_id, None)

@@ -26,6 +26,7 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     AgentSkill,
+    CancelTaskRequest,
     Message,
     SendMessageRequest,
     SubscribeToTaskRequest,
@@ -33,7 +34,7 @@ from a2a.types import (
     TaskState,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import TaskNotFoundError
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from a2a.utils.task import apply_history_length
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -52,6 +53,15 @@ _TURN_ENDING_STATES = frozenset(
     {
         TaskState.TASK_STATE_INPUT_REQUIRED,
         TaskState.TASK_STATE_AUTH_REQUIRED,
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+#: Terminal states: the SDK itself refuses to cancel a task in one of them.
+_TERMINAL_STATES = frozenset(
+    {
         TaskState.TASK_STATE_COMPLETED,
         TaskState.TASK_STATE_FAILED,
         TaskState.TASK_STATE_CANCELED,
@@ -155,6 +165,17 @@ class _PacedRequestHandler(DefaultRequestHandler):
             return await self._current_task(sideband_task, params, context)
         self._demo.validate_answer(params.message)
         result: Message | Task = await super().on_message_send(params, context)
+        return result
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        """As the kernel: an unknown task is "Task <id> not found"; a task whose turn has ended (not
+        running, nothing waiting) is -32002 "Task cannot be canceled" and stays INPUT_REQUIRED."""
+        task = await self._store.get(params.id, context)
+        if task is None:
+            raise TaskNotFoundError(message=f"Task {params.id} not found")
+        if task.status.state not in _TERMINAL_STATES and not self._demo.is_cancelable(params.id):
+            raise TaskNotCancelableError()
+        result: Task | None = await super().on_cancel_task(params, context)
         return result
 
     async def on_subscribe_to_task(

@@ -2,7 +2,8 @@
 
 Runs and guidance hand their events to `Emitter.events`, which numbers them (1 for `RUN_STARTED`,
 then one more per event: the event's position in its run's stream), counts them for metrics, frames
-them as SSE and offers each frame to an optional `FrameSink` before the bytes go to the WSGI server.
+them as SSE with `id: <n>` (the cursor a reattaching client sends back, docs/design.md#reattach) and
+offers each frame to an optional `FrameSink` (the run's record) before the bytes go to the WSGI server.
 Heartbeats are comments, not events: they carry no position and are not offered to the sink
 (docs/design.md#stream-pump-heartbeat).
 """
@@ -37,7 +38,7 @@ class Emitter:
         frames = []
         for event in events:
             self.position += 1
-            data = encode_event(event)
+            data = b"id: %d\n" % self.position + encode_event(event)
             if self.sink is not None:
                 self.sink.frame(self.position, event, data)
             frames.append(data)

@@ -56,7 +56,9 @@ class Task(Enum):
 
     KEEP = "keep"
     CANCEL_LATER = "cancel-later"  # in the background: the client must not wait for it
-    CANCEL_NOW = "cancel-now"  # before the terminal event: the process may exit right after
+    #: before the lease is released: the process may exit right after, and a new turn sent to the
+    #: context while the kernel still tears the cancelled task down fails (docs/design.md#cancellation)
+    CANCEL_NOW = "cancel-now"
 
 
 class RunEnded(Exception):
@@ -123,7 +125,7 @@ class RunEnd:
             try:
                 self._client.cancel_task(task_id)
             except Exception:  # noqa: BLE001 - best effort, logged
-                log.warning("CancelTask failed during shutdown", extra={"task_id": task_id})
+                log.warning("CancelTask failed for an ending run", extra={"task_id": task_id})
         if lease is Lease.DROP:
             self._drop_execution(how)
         elif lease is not Lease.COMMITTED:
@@ -151,7 +153,7 @@ class RunEnd:
         retire = not self._ticket.pending and not self.cancelled_elsewhere
         cancel = retire and not task_ended and not cancelled
         outcome = Outcome.CANCELLED if cancelled else Outcome.ERROR
-        self.end(outcome, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_LATER if cancel else Task.KEEP)
+        self.end(outcome, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if cancel else Task.KEEP)
         return self.error_events(error)
 
     def failed_turn(self, state: str | None, *, task_ended: bool) -> list[Event]:
@@ -178,7 +180,7 @@ class RunEnd:
         `cancelled`, the one terminal event after which that client stops waiting for an answer.
         """
         outcome = Outcome.CANCELLED if dismissed else Outcome.EXPIRED
-        self.end(outcome, Lease.DROP, Task.CANCEL_LATER, how="expired")
+        self.end(outcome, Lease.DROP, Task.CANCEL_NOW, how="expired")
         if dismissed:
             return self.finished_events({"type": "cancelled"})
         return self.error_events(ExecutionExpired())
@@ -198,11 +200,19 @@ class RunEnd:
         self.end(Outcome.SHUTDOWN, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if retire else Task.KEEP)
         return self.error_events(Cancelled("server_shutdown"))
 
+    def window_expired(self) -> list[Event]:
+        """A detached run nobody reattached to within the window (docs/design.md#reattach): like a
+        disconnect (the task is cancelled unless an interrupt is pending), but recorded as RUN_ERROR
+        CANCELLED, which a later reattach replays."""
+        retire = not self._ticket.pending
+        self.end(Outcome.CANCELLED, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if retire else Task.KEEP)
+        return self.error_events(Cancelled("reattach_window_expired"))
+
     def abandon(self) -> None:
         """The client went away mid-run: cancel the task unless an interrupt is pending
         (docs/design.md#decision-disconnect-cancels-task). The outcome stays undecided: disconnected."""
         retire = not self._ticket.pending
-        self.end(None, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_LATER if retire else Task.KEEP)
+        self.end(None, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if retire else Task.KEEP)
 
     # ---- terminal events -----------------------------------------------------------------------
 

@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from itertools import chain
 from typing import Any
 
-from agui_bridge import tracing
+from agui_bridge import metrics, tracing
 from agui_bridge.a2a.errors import A2AError
+from agui_bridge.a2a.signals import TERMINAL_STATES
 from agui_bridge.errors import A2AUnavailable, BridgeError, ErrorCode
 from agui_bridge.logs import bind_log_context
 from agui_bridge.projection.pipeline import PipelineMapper
@@ -38,6 +39,7 @@ from agui_bridge.runs.preflight import ResumePreflight
 from agui_bridge.runs.pump import Pacer, Pump, Signal, StopRequested
 from agui_bridge.runs.turn import RunTurn
 from agui_bridge.runs.upstream import Item, SendOpened, UnaryAccepted, Upstream, user_message_params
+from agui_bridge.state.replay import RecordHead, RunRecord, ros_digest
 from agui_bridge.validation.run_input import RunInput
 from agui_bridge.wire import events as ev
 from agui_bridge.wire.events import Event
@@ -46,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: Upper bound of AG-UI events written in one socket write when the pump is ahead of the client.
 _COALESCE_MAX_EVENTS = 256
+#: How often a detached run looks for readers (docs/design.md#reattach).
+_DETACHED_CHECK_S = 0.25
 
 
 class RunStream:
@@ -74,6 +78,10 @@ class RunStream:
             client=deps.client, observer=observer, interrupt_ttl_s=settings.interrupt_ttl_s,
         )  # fmt: skip
         self.emitter = Emitter(observer)  # every event this run shows passes through it (a recorder's seam)
+        self.record = self._new_record()
+        self.emitter.sink = self.record
+        self._window_expired = False  # a detached run's window ran out: it ends RUN_ERROR CANCELLED
+        self.detached = False
         self._pacer = Pacer(deps.runtime, settings.heartbeat_interval_s, self.emitter.heartbeat)
         self._pump: Pump | None = None
         self._generator: Iterator[bytes] | None = None
@@ -121,14 +129,110 @@ class RunStream:
 
     def close(self) -> None:
         """Called by the WSGI server when the response ends or the client went away."""
+        if self._can_detach():
+            self._detach()
+            return
         if self._generator is not None and self._started:
             self._generator.close()  # type: ignore[attr-defined]
         self._cleanup()
+
+    # ---- detach instead of cancel (docs/design.md#reattach) ------------------------------------
+
+    def _new_record(self) -> RunRecord | None:
+        settings = self._settings
+        if settings.reattach_max_bytes <= 0:
+            return None
+        ticket = self._ticket
+        head = RecordHead(
+            ticket.thread_id, ticket.run_id, ros_digest(ticket.ros_invocation_id), ticket.owner, ev.now_ms()
+        )
+        return RunRecord(settings.state_dir, head, max_bytes=settings.reattach_max_bytes)
+
+    def _can_detach(self) -> bool:
+        """The client went away mid-run and a reader may come back: keep the run going instead."""
+        record = self.record
+        return (
+            self._settings.reattach_window_s > 0
+            and self._generator is not None
+            and self._started
+            and not self._cleaned
+            and not self._end.finished
+            and not self.detached
+            and not self._pacer.stop_requested
+            and record is not None
+            and not record.stopped
+        )
+
+    def _detach(self) -> None:
+        """Hand the generator to a background task that drives it (recording every frame) until the run
+        ends, or until the window passes with no reader on any worker, which cancels it."""
+        self.detached = True
+        bound, self.client_socket = self.client_socket, None
+        if bound is not None:  # the connection is gone: give the socket back its own timeout now
+            sock, previous = bound
+            try:
+                sock.settimeout(previous)
+            except OSError:
+                log.debug("client socket timeout not restored", exc_info=True)
+        metrics.RUNS_DETACHED.inc()
+        log.info("client left a live run: detached", extra={"run_id": self._ticket.run_id})
+        runtime = self._deps.runtime
+        runtime.spawn(self._watch_readers, name=f"detached-watch:{self._ticket.run_id}")
+        runtime.spawn(self._drive_detached, name=f"detached:{self._ticket.run_id}")
+
+    def _drive_detached(self) -> None:
+        generator = self._generator
+        assert generator is not None
+        try:
+            for _ in generator:
+                pass  # every frame was recorded by the emitter's sink; nobody is connected to show it
+        except Exception:
+            log.exception("detached run failed", extra={"run_id": self._ticket.run_id})
+        finally:
+            self._cleanup()
+
+    def _watch_readers(self) -> None:
+        """Cancel the run once no reader was seen for the whole window."""
+        record = self.record
+        assert record is not None
+        window_s = self._settings.reattach_window_s
+        last_seen = time.monotonic()
+        runtime = self._deps.runtime
+        while not self._cleaned and not self._end.finished:
+            runtime.sleep(_DETACHED_CHECK_S)
+            now = time.monotonic()
+            if record.readers_present():
+                last_seen = now
+            elif now - last_seen >= window_s:
+                self._window_expired = True
+                metrics.RUNS_WINDOW_EXPIRED.inc()
+                log.info("no reader within the reattach window: cancelling", extra={"run_id": self._ticket.run_id})
+                self._pacer.request_stop()
+                return
 
     def _trace_attributes(self) -> dict[str, str | bool]:
         ticket = self._ticket
         ids = {"agui.thread_id": ticket.thread_id, "agui.run_id": ticket.run_id}
         return {**ids, "agui.execution_id": ticket.execution_id, "agui.resume": ticket.is_resume}
+
+    def _cancel_before_new_message(self, task_id: str, *, waiting: bool) -> Iterator[bytes]:
+        """Cancel an abandoned task of this context and wait for the answer before the next message.
+
+        The kernel drops the context's runtime while it handles the cancel of a running or waiting task;
+        a turn sent to the same context meanwhile fails ("A2A context runtime missing"). An orphan whose
+        turn already ended has nothing to cancel (the kernel refuses: -32002). A failed cancel is logged,
+        not fatal (docs/design.md#cancellation).
+        """
+        client = self._deps.client
+        try:
+            if not waiting:
+                snapshot = yield from self._pacer.call(client.get_task, task_id, name=f"get:{self.key}")
+                ended = snapshot.state == "input-required" and "input" not in snapshot.iac
+                if ended or snapshot.state in TERMINAL_STATES:
+                    return
+            yield from self._pacer.call(client.cancel_task, task_id, name=f"cancel:{self.key}")
+        except A2AError:
+            log.warning("CancelTask failed for an abandoned run", extra={"task_id": task_id})
 
     def _events(self) -> Iterator[bytes]:
         self._started = True
@@ -142,8 +246,10 @@ class RunStream:
             reopened = self._turn.pipeline.reopen()  # durable steps of an interrupted execution
             if reopened:
                 yield emit(reopened)
-            for task_id in ticket.orphaned_task_ids + ticket.expired_task_ids:
-                self._end.cancel_later(task_id)
+            for task_id in ticket.orphaned_task_ids:
+                yield from self._cancel_before_new_message(task_id, waiting=False)
+            for task_id in ticket.expired_task_ids:
+                yield from self._cancel_before_new_message(task_id, waiting=True)
             try:
                 if ticket.is_resume:
                     upstream = yield from self._preflight().run()
@@ -153,7 +259,7 @@ class RunStream:
             except RunEnded as ended:
                 yield emit(ended.events)
             except StopRequested:
-                yield emit(self._end.shutdown())
+                yield emit(self._end.window_expired() if self._window_expired else self._end.shutdown())
             except BridgeError as error:
                 yield emit(self._end.fail(error))
             except A2AError as exc:
@@ -239,6 +345,8 @@ class RunStream:
         if self._cleaned:
             return
         self._cleaned = True
+        if self.record is not None:
+            self.record.close()
         if self._pump is not None:
             self._pump.stop()
         self._end.abandon()  # a no-op for a run that already ended

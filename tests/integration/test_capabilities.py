@@ -44,7 +44,7 @@ def test_document_validates_against_the_ag_ui_model(settings: Settings) -> None:
     # Serialising the model back gives exactly the document: every value has its declared type.
     assert model.model_dump(mode="json", by_alias=True, exclude_none=True) == document
     assert model.transport is not None and model.transport.streaming is True
-    assert model.transport.resumable is False  # no reattach yet
+    assert model.transport.resumable is True  # runs are recorded: a dropped stream can be reattached
     assert model.tools is not None and model.tools.client_provided is False
     assert model.human_in_the_loop is not None and model.human_in_the_loop.interrupts is True
     assert model.reasoning is not None and model.reasoning.supported is True
@@ -60,6 +60,9 @@ def test_document_follows_the_running_settings(settings: Settings, tmp_path: Pat
         max_request_bytes=1_000_000,
         default_language="de",
         server_version="9.8.7",
+        reattach_window_s=45.0,
+        reattach_retention_s=600.0,
+        reattach_max_bytes=1_000,
     )
     document = get(custom).get_json()
     iac = document["custom"]["iacCode"]
@@ -72,8 +75,18 @@ def test_document_follows_the_running_settings(settings: Settings, tmp_path: Pat
     }
     assert iac["languages"] == {"supported": list(SUPPORTED), "default": "de"}
     assert iac["protocol"]["serverVersion"] == "9.8.7" == document["identity"]["version"]
-    assert iac["reattach"] == {"supported": False, "windowSeconds": 0}
+    assert iac["reattach"] == {
+        "supported": True, "windowSeconds": 45, "retentionSeconds": 600, "maxRecordBytes": 1_000,
+    }  # fmt: skip
+    assert iac["extensions"]["reattach"] == "/extensions/iac-code/v1/threads/{threadId}/runs/{runId}/events"
     assert "text/plain" in iac["input"]["contentTypes"] and "image/png" in iac["input"]["contentTypes"]
+
+
+def test_without_a_record_nothing_is_resumable(settings: Settings) -> None:
+    document = get(settings.replace(reattach_max_bytes=0, reattach_window_s=30.0)).get_json()
+    assert document["transport"]["resumable"] is False
+    assert document["custom"]["iacCode"]["reattach"]["supported"] is False
+    assert document["custom"]["iacCode"]["reattach"]["windowSeconds"] == 0
 
 
 def test_token_is_required_when_configured_and_the_401_is_localised(settings: Settings) -> None:

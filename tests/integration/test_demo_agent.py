@@ -275,11 +275,38 @@ def test_cancel_stops_a_running_slow_turn(base_url: str) -> None:
 
 
 def test_cancel_a_waiting_task(base_url: str) -> None:
-    stream = send(base_url, "say hi")
+    stream = send(base_url, "please write file")
     result = rpc(base_url, "CancelTask", {"id": stream.task_id})["result"]
     assert result["status"]["state"] == "TASK_STATE_CANCELED"
     assert result["status"]["message"]["messageId"] == f"{stream.task_id}-5"
     assert result["status"]["message"]["parts"] == [{"text": "Task canceled."}]
+
+
+def test_a_finished_turn_cannot_be_cancelled(base_url: str) -> None:
+    """As the kernel: a task whose turn ended is -32002 and stays INPUT_REQUIRED (tests/kernel compares)."""
+    stream = send(base_url, "say hi")
+    refused = rpc(base_url, "CancelTask", {"id": stream.task_id})
+    assert (refused["error"]["code"], refused["error"]["message"]) == (-32002, "Task cannot be canceled")
+    got = rpc(base_url, "GetTask", {"id": stream.task_id})["result"]
+    assert got["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+def test_a_new_turn_racing_a_cancel_of_its_context_fails_like_the_kernel(base_url: str) -> None:
+    """As the kernel: the context's runtime is torn down while the cancel is handled."""
+    waiting = send(base_url, "please write file")
+    context_id = waiting.results[0]["task"]["contextId"]
+    canceller = threading.Thread(target=rpc, args=(base_url, "CancelTask", {"id": waiting.task_id}))
+    canceller.start()
+    time.sleep(0.05)  # inside the demo's 0.2 s teardown window
+    racing = send(base_url, "say hi", context_id=context_id)
+    canceller.join()
+    assert [next(iter(r)) for r in racing.results] == ["task", "statusUpdate"]
+    failed = racing.updates()[-1]
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    assert failed["status"]["message"]["parts"] == [{"text": "RuntimeError: A2A context runtime missing"}]
+    assert failed["status"]["message"]["messageId"] == f"{racing.task_id}-4"
+    after = send(base_url, "say hi", context_id=context_id)  # the cancel has been answered
+    assert after.states()[-1] == "TASK_STATE_INPUT_REQUIRED"
 
 
 def test_get_task_and_unknown_task(base_url: str) -> None:

@@ -234,7 +234,9 @@ def test_emitter_numbers_every_event_and_offers_each_frame_to_its_sink() -> None
     second = emitter.events([ev.text_start("m"), ev.text_content("m", "hi")])
     assert [position for position, _, _ in recorder.frames] == [1, 2, 3] and emitter.position == 3
     assert first + second == b"".join(data for _, _, data in recorder.frames)  # heartbeats are not offered
-    shown = [json.loads(line[len(b"data: ") :]) for line in (first + second).split(b"\n\n") if line]
+    blocks = [block.split(b"\n") for block in (first + second).split(b"\n\n") if block]
+    assert [block[0] for block in blocks] == [b"id: 1", b"id: 2", b"id: 3"]  # the reattach cursor
+    shown = [json.loads(block[1][len(b"data: ") :]) for block in blocks]
     assert shown == [event for _, event, _ in recorder.frames]
     assert observer.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]
     assert observer.heartbeats == 1

@@ -1,0 +1,34 @@
+"""`GET /extensions/iac-code/v1/threads/<threadId>/runs/<runId>/events`: reattach to a run (issue 15).
+
+Same bearer as `POST /` (the app's guard). `rosInvocationId` is a query parameter; the cursor is
+`Last-Event-ID` or `?after=`. Refusals are JSON envelopes before the stream (docs/design.md#reattach).
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, request
+
+from agui_bridge import metrics
+from agui_bridge.runs.reattach import follow, open_reattach, parse_cursor
+from agui_bridge.web.context import get_service
+from agui_bridge.web.http_errors import request_language
+from agui_bridge.wire.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
+
+bp = Blueprint("iac_code_reattach", __name__)
+
+REATTACH_PATH = "/extensions/iac-code/v1/threads/<path:thread_id>/runs/<run_id>/events"
+
+
+@bp.get(REATTACH_PATH)
+def reattach_view(thread_id: str, run_id: str) -> Response:
+    service = get_service()
+    settings = service.settings
+    language = request_language(settings.default_language)
+    cursor = parse_cursor(request.headers.get("Last-Event-ID"), request.args.get("after"))
+    attach = open_reattach(settings, thread_id, run_id, request.args.get("rosInvocationId"), cursor)
+    metrics.REATTACHES.inc()
+    body = follow(attach, service.runtime, settings, language)
+    response = Response(body, status=200, content_type=SSE_CONTENT_TYPE, direct_passthrough=True)
+    for name, value in SSE_RESPONSE_HEADERS:
+        response.headers[name] = value
+    return response

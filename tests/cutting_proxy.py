@@ -1,8 +1,9 @@
 """A loopback TCP proxy that cuts the first connection whose answer contains a marker (issue 15 tests).
 
 It stands between a client and the bridge: bytes pass through unchanged, except that the first
-connection whose response bytes contain `cut_at` is closed on both sides right after those bytes, as
-a proxy idle timeout or a network switch would. Later connections (the reattach) pass untouched.
+connection whose response bytes contain `cut_at` (and, if given, whose request contains `request_has`)
+is closed on both sides right after those bytes, as a proxy idle timeout or a network switch would.
+Later connections (the reattach) pass untouched.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from urllib.parse import urlsplit
 
 
 class CuttingProxy:
-    def __init__(self, upstream_url: str, cut_at: bytes) -> None:
+    def __init__(self, upstream_url: str, cut_at: bytes, request_has: bytes = b"") -> None:
         parts = urlsplit(upstream_url)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.cut_at = cut_at
+        self.request_has = request_has
         self.cuts = 0
         self.connections = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -38,12 +40,14 @@ class CuttingProxy:
         with self._lock:
             self.connections += 1
         upstream = socket.create_connection(self.upstream)
-        threading.Thread(target=self._pump_up, args=(client, upstream), daemon=True).start()
+        request = bytearray()
+        threading.Thread(target=self._pump_up, args=(client, upstream, request), daemon=True).start()
         seen = b""
         try:
             while chunk := upstream.recv(65536):
                 with self._lock:
-                    cutting = self.cuts == 0 and self.cut_at in seen + chunk
+                    wanted = self.request_has in request
+                    cutting = self.cuts == 0 and wanted and self.cut_at in seen + chunk
                     if cutting:
                         self.cuts += 1
                 if cutting:
@@ -61,9 +65,10 @@ class CuttingProxy:
                 sock.close()
 
     @staticmethod
-    def _pump_up(client: socket.socket, upstream: socket.socket) -> None:
+    def _pump_up(client: socket.socket, upstream: socket.socket, request: bytearray) -> None:
         try:
             while chunk := client.recv(65536):
+                request += chunk
                 upstream.sendall(chunk)
         except OSError:
             pass
@@ -74,8 +79,8 @@ class CuttingProxy:
 
 
 @contextmanager
-def cutting_proxy(upstream_url: str, cut_at: bytes) -> Iterator[CuttingProxy]:
-    proxy = CuttingProxy(upstream_url, cut_at)
+def cutting_proxy(upstream_url: str, cut_at: bytes, request_has: bytes = b"") -> Iterator[CuttingProxy]:
+    proxy = CuttingProxy(upstream_url, cut_at, request_has)
     threading.Thread(target=proxy.serve, daemon=True).start()
     try:
         yield proxy

@@ -78,6 +78,22 @@ def test_chat_reattaches_after_a_proxy_cuts_the_stream(bridge: BridgeServer, wor
     assert_whole_slow_run([json.loads(line) for line in done.stdout.splitlines()])
 
 
+def test_chat_sees_the_tool_result_when_its_resume_stream_is_cut(bridge: BridgeServer, workspace: Path) -> None:
+    # the answer is accepted (RUN_STARTED of the resume run), then the connection drops before the result
+    with cutting_proxy(bridge.url, b'"RUN_STARTED"', request_has=b'"resume"') as proxy:
+        argv = [sys.executable, "-m", "agui_bridge.cli", "chat", "--url", proxy.url, "--cwd", str(workspace), "--json"]
+        done = subprocess.run(
+            [*argv, "please write file"], input="1\n", capture_output=True, text=True, env=chat_env(), timeout=90
+        )
+    assert done.returncode == 0, done.stderr
+    assert proxy.cuts == 1 and "reattaching to run" in done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    resume = events[[e["type"] for e in events].index("RUN_STARTED", 1) :]
+    assert_valid_agui_stream(framed(resume), expect_terminal="RUN_FINISHED")
+    results = [e for e in resume if e["type"] == "TOOL_CALL_RESULT"]
+    assert len(results) == 1 and "Successfully wrote 3 lines" in results[0]["content"]
+
+
 def test_chat_attach_follows_a_run_started_elsewhere(bridge: BridgeServer, workspace: Path) -> None:
     thread_id, run_id, ros = str(uuid.uuid4()), f"run-{uuid.uuid4()}", f"ros-{uuid.uuid4().hex}"
     body = {

@@ -74,3 +74,26 @@ def test_a_reload_during_a_slow_run_reattaches_and_continues_without_duplicates(
     assert "reattaching to run" not in text_of(driver, "#transcript .note")
     assert assistant_text(driver).count(CHUNKS[-1]) == 1
     assert_no_page_errors(driver)
+
+
+def test_a_reload_before_the_interrupt_reattaches_and_the_form_appears(
+    driver: Any, console_bridge: BridgeServer, workspace: Path
+) -> None:
+    require_reattach(console_bridge.url, TOKEN)
+    open_console(driver, console_bridge, workspace)
+    send_message(driver, "please write file [PAUSE 4]")
+    wait_for(lambda: css(driver, "[data-tool-call-id='call_demo_write_1']"), what="the tool card")
+    assert css(driver, "#interrupts fieldset") == []
+    driver.refresh()  # before the agent asks: the run goes on without a reader
+    wait_for(lambda: "reattaching to run" in text_of(driver, "#transcript .note"), what="the reattach note")
+    card = wait_for(lambda: css(driver, "#interrupts fieldset.interrupt"), what="the permission form", timeout_s=30)[0]
+    assert "Write /workspace/x.yaml. Allow once?" in card.text
+    assert assistant_text(driver).count("I will write a file.") == 1
+    assert len(css(driver, "[data-tool-call-id='call_demo_write_1']")) == 1
+    shoot(driver, "console-reattach-3-form-after-reload")
+
+    next(b for b in css(driver, "#interrupts button.choice") if b.text == "Allow once").click()
+    wait_for(lambda: "The tool ran; all done." in assistant_text(driver), what="the text after the tool")
+    wait_for(lambda: css(driver, "#thread-status[data-state='idle']"), what="the idle thread status")
+    assert "Successfully wrote 3 lines" in text_of(driver, "[data-tool-call-id] .result")
+    assert_no_page_errors(driver)

@@ -696,12 +696,14 @@ function sleep(ms) {
 // Follows the current run to its terminal event: `open` gives the first response (the POST, or a
 // reattach after a reload); when the connection drops or the body ends early it reattaches with
 // Last-Event-ID, with a doubling backoff, until the terminal event or MAX_REATTACH_ATTEMPTS in a row fail.
-async function follow(open) {
+// A POST that gets no answer at all is reported, not reattached (as `agui-bridge chat` does).
+async function follow(open, { isPost = false } = {}) {
   clearError();
   state.running = true;
   state.sawTerminal = false;
   updateButtons();
   let failures = 0;
+  let first = true;
   try {
     for (;;) {
       setConnection("connecting", failures ? `reattaching (attempt ${failures}/${MAX_REATTACH_ATTEMPTS})` : "connecting");
@@ -711,10 +713,13 @@ async function follow(open) {
         response = await open();
       } catch (error) {
         why = ["NETWORK_ERROR", String(error && error.message ? error.message : error)];
+        if (isPost && first) state.run = null; // the run may never have reached the bridge
       }
+      const refused = isPost && first; // a POST refused before its stream: nothing was started
+      first = false;
       if (response && (!response.ok || !response.body)) {
         const error = await readError(response);
-        if (!failures || !RETRYABLE_STATUS.has(response.status)) {
+        if (refused || !RETRYABLE_STATUS.has(response.status)) {
           state.run = null; // refused, unknown or no longer kept: nothing to reattach to
           showError(error.code, error.message);
           setConnection("error", `HTTP ${response.status}`);
@@ -758,14 +763,16 @@ async function follow(open) {
 async function stream(body) {
   state.run = { runId: body.runId, lastId: 0, ended: false, unnumbered: false };
   persistLog();
-  await follow(() =>
-    fetch(api(""), {
-      method: "POST",
-      headers: { ...headers(), Accept: "text/event-stream" },
-      body: JSON.stringify(body),
-      cache: "no-store",
-      credentials: "same-origin",
-    }),
+  await follow(
+    () =>
+      fetch(api(""), {
+        method: "POST",
+        headers: { ...headers(), Accept: "text/event-stream" },
+        body: JSON.stringify(body),
+        cache: "no-store",
+        credentials: "same-origin",
+      }),
+    { isPost: true },
   );
 }
 

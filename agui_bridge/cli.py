@@ -141,11 +141,16 @@ def state_prune(args: argparse.Namespace) -> int:
     store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)
     # A run's lease counts as live while its worker's beacon lists it (state/lease.py), as in the server.
     lease_live = beacon_check(Beacons(settings.state_dir), int(settings.beacon_interval_s * 3000))
-    report = prune(store, retention_days=resolved["state_retention_days"], dry_run=args.dry_run, lease_live=lease_live)
+    report = prune(
+        store, retention_days=resolved["state_retention_days"], dry_run=args.dry_run, lease_live=lease_live,
+        replay_retention_s=settings.reattach_retention_s,
+    )  # fmt: skip
     verb = "would remove" if args.dry_run else "removed"
     print(f"agui-bridge: {verb} {len(report.removed)} of {report.examined} thread file(s) in {settings.state_dir}")
     if report.markers_removed:
         print(f"agui-bridge: {verb} {report.markers_removed} cancel marker(s) of ended runs")
+    if report.records_expired:
+        print(f"agui-bridge: {verb} {report.records_expired} run record(s) past their replay retention")
     for problem in report.problems:
         print(f"agui-bridge: skipped {problem}", file=sys.stderr)
     return 0

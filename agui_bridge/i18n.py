@@ -1056,6 +1056,15 @@ CATALOG: Final[dict[str, dict[str, str]]] = {
         ),
         "pt": "Nenhum cliente se reconectou dentro da janela de reconexão; a execução foi cancelada.",
     },
+    "client_disconnected": {
+        "en": "The client went away; the execution was cancelled.",
+        "zh": "客户端已断开连接；执行已被取消。",
+        "ja": "クライアントが切断されたため、実行はキャンセルされました。",
+        "es": "El cliente se desconectó; la ejecución fue cancelada.",
+        "fr": "Le client s'est déconnecté ; l'exécution a été annulée.",
+        "de": "Der Client hat die Verbindung getrennt; die Ausführung wurde abgebrochen.",
+        "pt": "O cliente se desconectou; a execução foi cancelada.",
+    },
     "run_worker_lost": {
         "en": "The server process running this execution stopped; the execution was cancelled.",
         "zh": "运行此执行的服务器进程已停止；执行已被取消。",

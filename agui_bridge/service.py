@@ -120,8 +120,9 @@ class BridgeService:
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + SWEEP_INTERVAL_S
                 report = prune(
-                    self.store, retention_days=self.settings.state_retention_days, lease_live=self.lease_live
-                )
+                    self.store, retention_days=self.settings.state_retention_days, lease_live=self.lease_live,
+                    replay_retention_s=self.settings.reattach_retention_s,
+                )  # fmt: skip
                 if report.removed or report.problems or report.markers_removed:
                     log.info(
                         "retention sweep removed %d thread file(s) and %d cancel marker(s) of ended runs",

@@ -73,7 +73,9 @@ class BridgeServer:
         self.a2a_token = a2a_token
         self.state_dir = state_dir
         self.allowed_root = allowed_root
-        self.options = {"workers": 2, "heartbeat_interval": 15, **options}
+        # reattach_window 0: a disconnect cancels at once, as the tests written before reattach expect;
+        # reattach tests pass their own window.
+        self.options = {"workers": 2, "heartbeat_interval": 15, "reattach_window": 0, **options}
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = state_dir.parent / f"bridge-{self.port}.log"
 
@@ -238,6 +240,7 @@ class WsgiHost(BridgeServer):
             IAC_CODE_AGUI_A2A_URL=str(self.a2a_url),
             IAC_CODE_AGUI_STATE_DIR=str(self.state_dir),
             IAC_CODE_AGUI_ALLOWED_CWDS=str(self.allowed_root),
+            IAC_CODE_AGUI_REATTACH_WINDOW="0",  # a disconnect cancels at once (tests written before reattach)
         )
         if self.a2a_token:
             env["IAC_CODE_AGUI_A2A_TOKEN"] = self.a2a_token

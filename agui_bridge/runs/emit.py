@@ -44,6 +44,14 @@ class Emitter:
             frames.append(data)
         return b"".join(frames)
 
+    def record_only(self, events: Sequence[Event]) -> None:
+        """Number and offer events to the sink without showing them: the end of a run whose client is
+        gone, so its record still ends with a terminal event (docs/design.md#reattach)."""
+        for event in events:
+            self.position += 1
+            if self.sink is not None:
+                self.sink.frame(self.position, event, b"id: %d\n" % self.position + encode_event(event))
+
     def heartbeat(self) -> bytes:
         self._observer.heartbeat()
         return HEARTBEAT_FRAME

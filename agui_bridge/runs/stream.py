@@ -24,7 +24,7 @@ from typing import Any
 from agui_bridge import metrics, tracing
 from agui_bridge.a2a.errors import A2AError
 from agui_bridge.a2a.signals import TERMINAL_STATES
-from agui_bridge.errors import A2AUnavailable, BridgeError, ErrorCode
+from agui_bridge.errors import A2AUnavailable, BridgeError, Cancelled, ErrorCode
 from agui_bridge.logs import bind_log_context
 from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
@@ -210,6 +210,15 @@ class RunStream:
                 self._pacer.request_stop()
                 return
 
+    def _record_abandon(self) -> None:
+        """The client left and the run was cancelled without a terminal event (window 0, or it could
+        not detach): the record still ends, so a reattach gets RUN_ERROR CANCELLED instead of waiting."""
+        assert self.record is not None
+        try:
+            self.emitter.record_only(self._end.error_events(Cancelled("client_disconnected")))
+        except Exception:  # the run is over either way; only the record misses its end
+            log.warning("the end of an abandoned run was not recorded", exc_info=True)
+
     def _trace_attributes(self) -> dict[str, str | bool]:
         ticket = self._ticket
         ids = {"agui.thread_id": ticket.thread_id, "agui.run_id": ticket.run_id}
@@ -345,11 +354,14 @@ class RunStream:
         if self._cleaned:
             return
         self._cleaned = True
-        if self.record is not None:
-            self.record.close()
         if self._pump is not None:
             self._pump.stop()
+        abandoned = not self._end.finished
         self._end.abandon()  # a no-op for a run that already ended
+        if self.record is not None:
+            if abandoned and self._started:
+                self._record_abandon()
+            self.record.close()
         outcome = self.outcome
         duration_s = time.monotonic() - self._started_at
         ticket = self._ticket

@@ -18,6 +18,8 @@ from agui_bridge.state import model
 from agui_bridge.state.beacon import Beacons
 from agui_bridge.state.errors import InvalidThreadId
 from agui_bridge.state.lease import LeaseCheck, lease_is_live, lease_key
+from agui_bridge.state.owner import owner_is_alive
+from agui_bridge.state.replay import sweep_records
 from agui_bridge.state.store import StateError, ThreadStore
 from agui_bridge.state.sweep import sweep_thread_dir
 
@@ -54,6 +56,8 @@ class PruneReport:
     problems: list[str] = field(default_factory=list)
     swept: list[str] = field(default_factory=list)  # orphaned lock and stale temp files (state.sweep)
     markers_removed: int = 0
+    records_expired: int = 0  # run records past their replay retention, now tombstones (410 on reattach)
+    tombstones_removed: int = 0
 
 
 def prune(
@@ -63,9 +67,11 @@ def prune(
     now_ms: int | None = None,
     dry_run: bool = False,
     lease_live: LeaseCheck = _grace_only,
+    replay_retention_s: float = 3600.0,
 ) -> PruneReport:
     """Remove (or with `dry_run` only list) the thread files past retention with nothing to keep,
-    and the cancel markers of runs that are no longer live."""
+    the cancel markers of runs that are no longer live, and the run records (state/replay.py) past
+    `replay_retention_s` (their tombstones go with the thread files' retention)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     retention_ms = int(retention_days * DAY_MS)
     report = PruneReport()
@@ -88,6 +94,11 @@ def prune(
             report.problems.append(f"{thread_id}: {exc}")
     report.swept = sweep_thread_dir(store.threads_dir, now_s=now / 1000, dry_run=dry_run).removed
     report.markers_removed = sweep_cancel_markers(store, now, lease_live, dry_run=dry_run)
+    records = sweep_records(
+        store.root, retention_s=replay_retention_s, tombstone_retention_s=retention_days * 86400.0,
+        now_s=now / 1000, owner_alive=owner_is_alive, dry_run=dry_run,
+    )  # fmt: skip
+    report.records_expired, report.tombstones_removed = records.tombstoned, records.removed
     return report
 
 

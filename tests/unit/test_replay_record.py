@@ -1,0 +1,179 @@
+"""The per-run record (state/replay.py) and the reattach refusals (runs/reattach.py), without a server."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from agui_bridge.errors import InvalidInput, ReplayCursorOutOfRange, ReplayExpired, RunNotFound
+from agui_bridge.runs.emit import Emitter
+from agui_bridge.runs.observer import NULL_OBSERVER
+from agui_bridge.runs.reattach import open_reattach, parse_cursor
+from agui_bridge.settings import Settings
+from agui_bridge.state.replay import (
+    ReaderMarker,
+    RecordHead,
+    RecordReader,
+    RunRecord,
+    readers_present,
+    record_paths,
+    ros_digest,
+    seal_orphan,
+    sweep_records,
+)
+from agui_bridge.state.retention import prune
+from agui_bridge.state.store import ThreadStore
+from agui_bridge.wire import events as ev
+from agui_bridge.wire.sse import encode_event
+
+OWNER = "host:1:1"
+
+
+def head(thread_id: str = "t", run_id: str = "r", ros: str = "ros-1", owner: str = OWNER) -> RecordHead:
+    return RecordHead(thread_id, run_id, ros_digest(ros), owner, 1)
+
+
+def recorded_run(tmp_path: Path, *, terminal: bool = True, max_bytes: int = 1 << 20) -> tuple[RunRecord, bytes]:
+    record = RunRecord(tmp_path, head(), max_bytes=max_bytes)
+    emitter = Emitter(NULL_OBSERVER, record)
+    shown = emitter.events([ev.run_started("t", "r", None), ev.text_start("m"), ev.text_content("m", "hé")])
+    shown += emitter.events([ev.text_end("m")])
+    if terminal:
+        shown += emitter.events([ev.run_finished("t", "r", {"type": "success"}, [])])
+    return record, shown
+
+
+def test_the_record_is_the_shown_frames_after_a_header(tmp_path: Path) -> None:
+    record, shown = recorded_run(tmp_path)
+    assert record.finished and record.stopped and record.last_position == 5
+    reader = RecordReader(record.path)
+    frames = reader.poll()
+    assert reader.head == record.head and reader.finished and not reader.truncated
+    assert [frame.position for frame in frames] == [1, 2, 3, 4, 5]
+    assert b"".join(frame.data for frame in frames) == shown
+    assert frames[-1].type == "RUN_FINISHED"
+    assert oct(record.path.stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_the_reader_returns_whole_frames_only_and_picks_up_where_it_stopped(tmp_path: Path) -> None:
+    record, _ = recorded_run(tmp_path, terminal=False)
+    reader = RecordReader(record.path)
+    assert [frame.position for frame in reader.poll()] == [1, 2, 3, 4]
+    with open(record.path, "ab") as handle:  # half a frame, as a reader may see mid-write
+        handle.write(b'id: 5\ndata: {"type":"RUN_FINI')
+    assert reader.poll() == [] and not reader.finished
+    with open(record.path, "ab") as handle:
+        handle.write(b'SHED","threadId":"t","runId":"r"}\n\n')
+    frames = reader.poll()
+    assert [frame.position for frame in frames] == [5] and reader.finished
+
+
+def test_past_the_bound_recording_stops_with_a_truncated_marker(tmp_path: Path) -> None:
+    record, shown = recorded_run(tmp_path, max_bytes=300)
+    reader = RecordReader(record.path)
+    frames = reader.poll()
+    assert reader.truncated and not reader.finished and record.stopped
+    assert b"".join(frame.data for frame in frames) == shown[: sum(len(frame.data) for frame in frames)]
+    assert os.path.getsize(record.path) <= 300 + len(b": truncated\n\n")
+
+
+def test_a_failing_write_stops_recording_but_not_the_run(tmp_path: Path) -> None:
+    blocker = tmp_path / "replay"
+    blocker.write_text("not a directory")
+    record = RunRecord(tmp_path, head(), max_bytes=1 << 20)
+    shown = Emitter(NULL_OBSERVER, record).events([ev.run_started("t", "r", None)])
+    assert shown.startswith(b"id: 1\ndata: ") and record.stopped
+
+
+def settings_for(tmp_path: Path, **changes: object) -> Settings:
+    return Settings(state_dir=tmp_path).replace(**changes)
+
+
+def test_refusals_in_order(tmp_path: Path) -> None:
+    recorded_run(tmp_path)
+    settings = settings_for(tmp_path)
+    with pytest.raises(InvalidInput):
+        open_reattach(settings, "t", "r", None, 0)
+    for thread_id, run_id, ros in (("t", "other", "ros-1"), ("other", "r", "ros-1"), ("t", "r", "ros-2")):
+        with pytest.raises(RunNotFound):
+            open_reattach(settings, thread_id, run_id, ros, 0)
+    with pytest.raises(ReplayCursorOutOfRange):
+        open_reattach(settings, "t", "r", "ros-1", 6)
+    attach = open_reattach(settings, "t", "r", "ros-1", 2)
+    assert [frame.position for frame in attach.backlog] == [3, 4, 5]
+    os.utime(record_paths(tmp_path, "t", "r")[0], (time.time() - 100, time.time() - 100))
+    with pytest.raises(ReplayExpired):
+        open_reattach(settings_for(tmp_path, reattach_retention_s=50.0), "t", "r", "ros-1", 0)
+
+
+@pytest.mark.parametrize(
+    ("header", "after", "expected"),
+    [(None, None, 0), ("7", None, 7), (None, "3", 3), ("4", "9", 4), (" 12 ", None, 12)],
+)
+def test_cursor_parsing(header: str | None, after: str | None, expected: int) -> None:
+    assert parse_cursor(header, after) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "x", "-1", "+1", "1e3", "0x10", "1 2", "1234567890123"])
+def test_malformed_cursors_are_400(bad: str) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        parse_cursor(bad, None)
+    assert raised.value.field == "/Last-Event-ID"
+
+
+def test_reader_markers_count_while_fresh(tmp_path: Path) -> None:
+    directory = tmp_path / "x.readers"
+    assert not readers_present(directory)
+    marker = ReaderMarker(directory)
+    marker.touch()
+    assert readers_present(directory)
+    assert not readers_present(directory, now_s=time.time() + 10)  # a marker nobody touches goes stale
+    marker.remove()
+    assert not readers_present(directory)
+
+
+def test_a_dead_owners_record_is_sealed_once(tmp_path: Path) -> None:
+    record, _ = recorded_run(tmp_path, terminal=False)
+
+    def terminal(position: int) -> bytes:
+        return b"id: %d\n" % position + encode_event(ev.run_error("t", "r", "CANCELLED", "lost"))
+
+    def lock(fd: int) -> bool:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+
+    assert seal_orphan(record.path, terminal, lock)
+    assert not seal_orphan(record.path, terminal, lock)  # already has its terminal frame
+    reader = RecordReader(record.path)
+    frames = reader.poll()
+    assert reader.finished and [frame.position for frame in frames] == [1, 2, 3, 4, 5]
+    assert frames[-1].type == "RUN_ERROR"
+
+
+def test_sweep_keeps_live_runs_and_tombstones_ended_ones(tmp_path: Path) -> None:
+    finished, _ = recorded_run(tmp_path)
+    live = RunRecord(tmp_path, head(run_id="live"), max_bytes=1 << 20)
+    Emitter(NULL_OBSERVER, live).events([ev.run_started("t", "live", None)])
+    orphan = RunRecord(tmp_path, head(run_id="orphan", owner="dead"), max_bytes=1 << 20)
+    Emitter(NULL_OBSERVER, orphan).events([ev.run_started("t", "orphan", None)])
+    later = time.time() + 100
+    report = sweep_records(
+        tmp_path, retention_s=50, tombstone_retention_s=1000, now_s=later, owner_alive=lambda o: o == OWNER
+    )
+    assert report.tombstoned == 2
+    assert live.path.exists() and not finished.path.exists() and not orphan.path.exists()
+    assert record_paths(tmp_path, "t", "r")[1].exists()
+    assert sweep_records(tmp_path, retention_s=50, tombstone_retention_s=10, now_s=later + 20).removed == 2
+
+
+def test_state_prune_removes_expired_records(tmp_path: Path) -> None:
+    record, _ = recorded_run(tmp_path)
+    store = ThreadStore(tmp_path)
+    old = time.time() - 7200
+    os.utime(record.path, (old, old))
+    report = prune(store, retention_days=30, replay_retention_s=3600)
+    assert report.records_expired == 1 and not record.path.exists()

@@ -9,14 +9,16 @@ Skips with the reason when the bridge does not advertise reattach (tests/reattac
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.bridge_harness import BridgeServer
+import pytest
+
+from tests.bridge_harness import BridgeServer, bridge_server
 from tests.e2e.test_console_browser import (  # noqa: F401 - the fixtures are used by name
     TOKEN,
     assert_no_page_errors,
-    console_bridge,
     css,
     driver,
     open_console,
@@ -28,6 +30,15 @@ from tests.e2e.test_console_browser import (  # noqa: F401 - the fixtures are us
 from tests.reattach_probe import require_reattach
 
 CHUNKS = [f"slow chunk {n}." for n in range(1, 7)]
+
+
+@pytest.fixture
+def console_bridge(demo_url: str, demo_token: str, state_dir: Path, tmp_path: Path) -> Iterator[BridgeServer]:
+    """The console's bridge with a reattach window: a reload leaves the run going for 30 s."""
+    env = {"IAC_CODE_AGUI_AUTH_TOKEN": TOKEN, "IAC_CODE_AGUI_CONSOLE": "1"}
+    options = {"heartbeat_interval": 1, "reattach_window": 30, "env": env}
+    with bridge_server(demo_url, demo_token, state_dir, tmp_path, **options) as server:
+        yield server
 
 
 def assistant_text(driver: Any) -> str:

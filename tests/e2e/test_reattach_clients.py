@@ -36,7 +36,8 @@ EXAMPLE = REPO_ROOT / "tests" / "conformance" / "reattach_example.mjs"
 
 @pytest.fixture
 def bridge(demo_url: str, demo_token: str, state_dir: Path, tmp_path: Path) -> Iterator[BridgeServer]:
-    with bridge_server(demo_url, demo_token, state_dir, tmp_path, env={"IAC_CODE_AGUI_AUTH_TOKEN": TOKEN}) as server:
+    env = {"IAC_CODE_AGUI_AUTH_TOKEN": TOKEN}
+    with bridge_server(demo_url, demo_token, state_dir, tmp_path, reattach_window=30, env=env) as server:
         require_reattach(server.url, TOKEN)
         yield server
 

@@ -183,6 +183,10 @@ class BridgeService:
         runs had to be stopped."""
         self.draining = True
         deadline = time.monotonic() + wait_s
+        with self._active_lock:
+            detached = [run for run in self._streams.values() if isinstance(run, RunStream) and run.detached]
+        for run in detached:  # nobody is reading them: no reason to wait (docs/design.md#reattach)
+            run.request_stop()
         while self._active and time.monotonic() < deadline:
             self.runtime.sleep(0.1)
         with self._active_lock:

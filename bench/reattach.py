@@ -185,6 +185,32 @@ def throughput(a2a_url: str, root: Path, workers: int, clients: int, rounds: int
     return results
 
 
+def emitter_cost(events: int = 200_000, batch: int = 32) -> dict[str, Any]:
+    """CPU per shown event in the emitter with and without the run record (the bridge's own cost; the
+    demo agent bounds the end-to-end case above)."""
+    from agui_bridge.runs.emit import Emitter
+    from agui_bridge.runs.observer import NULL_OBSERVER
+    from agui_bridge.state.replay import RecordHead, RunRecord
+    from agui_bridge.wire import events as ev
+
+    batches = [[ev.text_content("m", f"delta {i} of a streamed answer ") for i in range(batch)]] * (events // batch)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="agui-bench-emit-") as tmp:
+        for label in ("off", "on", "off-2", "on-2"):
+            sink = None
+            if label.startswith("on"):
+                head = RecordHead("t", f"r-{label}", "x", "o", 0)
+                sink = RunRecord(Path(tmp), head, max_bytes=1 << 40)
+            emitter = Emitter(NULL_OBSERVER, sink)
+            started = time.process_time()
+            for chunk in batches:
+                emitter.events(chunk)
+            out[label] = round((time.process_time() - started) / events * 1e6, 3)
+    off = (out["off"] + out["off-2"]) / 2
+    on = (out["on"] + out["on-2"]) / 2
+    return {"cpu_us_per_event": out, "on_vs_off_cost": round(on / off, 3), "batch": batch}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=4)
@@ -198,6 +224,7 @@ def main() -> int:
             latency = reattach_latency(url, root, args.runs)
             lag = follower_lag(url, root, max(8, args.runs // 5))
         rate = throughput(a2a_url, root, args.workers, clients=8, rounds=3, deltas=2000)
+    emit = emitter_cost()
     report = {
         "date": date,
         "workers": args.workers,
@@ -206,6 +233,7 @@ def main() -> int:
         "reattach_latency": latency,
         "follower_lag": lag,
         "throughput": rate,
+        "emitter_cost": emit,
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -225,6 +253,11 @@ def main() -> int:
         "|---|---|",
         *(f"| recording {label} | {rate[label]['events_per_s']} |" for label in ("off", "on", "off-2", "on-2")),
         f"| on / off | {rate['on_vs_off']} |",
+        "",
+        f"| emitter CPU per event (batches of {emit['batch']}) | us |",
+        "|---|---|",
+        *(f"| recording {label} | {emit['cpu_us_per_event'][label]} |" for label in ("off", "on", "off-2", "on-2")),
+        f"| on / off | {emit['on_vs_off_cost']} |",
         "",
     ]
     (out / f"{date}-reattach.md").write_text("\n".join(md))

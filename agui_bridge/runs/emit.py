@@ -24,6 +24,13 @@ class FrameSink(Protocol):
     def frame(self, position: int, event: Event, data: bytes) -> None: ...
 
 
+def _flush(sink: FrameSink | None) -> None:
+    """A sink may batch the frames of one `events` call (the run record writes them in one syscall)."""
+    flush = getattr(sink, "flush", None)
+    if flush is not None:
+        flush()
+
+
 class Emitter:
     def __init__(self, observer: RunObserver, sink: FrameSink | None = None) -> None:
         self._observer = observer
@@ -42,6 +49,7 @@ class Emitter:
             if self.sink is not None:
                 self.sink.frame(self.position, event, data)
             frames.append(data)
+        _flush(self.sink)  # recorded before the bytes go out
         return b"".join(frames)
 
     def record_only(self, events: Sequence[Event]) -> None:
@@ -51,6 +59,7 @@ class Emitter:
             self.position += 1
             if self.sink is not None:
                 self.sink.frame(self.position, event, b"id: %d\n" % self.position + encode_event(event))
+        _flush(self.sink)
 
     def heartbeat(self) -> bytes:
         self._observer.heartbeat()

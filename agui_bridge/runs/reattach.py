@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from agui_bridge import limits
 from agui_bridge.errors import (
@@ -45,6 +47,9 @@ log = logging.getLogger(__name__)
 POLL_S = 0.02
 #: How often a follower of a quiet run checks that its owner still exists.
 OWNER_CHECK_S = 1.0
+#: A run whose lease is gone this long without a terminal frame ended unrecorded (its record's writes
+#: failed): the follower stops instead of heartbeating forever.
+UNRECORDED_END_GRACE_S = 3.0
 _CURSOR = re.compile(r"[0-9]{1,12}")
 
 
@@ -66,7 +71,7 @@ class Reattach:
 
     reader: RecordReader
     backlog: list[Frame]
-    readers_dir: object
+    readers_dir: Path
 
 
 def open_reattach(
@@ -83,7 +88,19 @@ def open_reattach(
         raise RunNotFound()  # POST / never admits such ids
     record, tombstone, readers_dir = record_paths(settings.state_dir, thread_id, run_id)
     reader = RecordReader(record)
-    frames = reader.poll()
+    try:
+        frames = reader.poll()
+        _check(reader, tombstone, thread_id, run_id, ros_invocation_id, cursor, settings.reattach_retention_s)
+    except BaseException:
+        reader.close()
+        raise
+    return Reattach(reader, [frame for frame in frames if frame.position > cursor], readers_dir)
+
+
+def _check(
+    reader: RecordReader, tombstone: Path, thread_id: str, run_id: str, ros_invocation_id: str, cursor: int,
+    retention_s: float,
+) -> None:  # fmt: skip
     if reader.head is None:
         head = read_tombstone(tombstone)
         if head is not None and head.matches(thread_id, ros_invocation_id):
@@ -93,33 +110,41 @@ def open_reattach(
         raise RunNotFound()
     if reader.truncated:
         raise ReplayExpired("replay_truncated")
-    if reader.finished and _finished_long_ago(record, settings.reattach_retention_s):
+    if reader.finished and _finished_long_ago(reader.path, retention_s):
         raise ReplayExpired()
     if cursor > reader.last_position:
         raise ReplayCursorOutOfRange()
-    return Reattach(reader, [frame for frame in frames if frame.position > cursor], readers_dir)
 
 
-def _finished_long_ago(path: object, retention_s: float) -> bool:
-    import os
-
+def _finished_long_ago(path: Path, retention_s: float) -> bool:
+    """The last write of a finished record is its terminal frame: its age is the time since the end."""
     try:
-        mtime = os.stat(path).st_mtime  # type: ignore[arg-type]
+        mtime = os.stat(path).st_mtime
     except OSError:
         return False
     return mtime < time.time() - retention_s
 
 
-def follow(attach: Reattach, runtime: Runtime, settings: Settings, language: str) -> Iterator[bytes]:
-    """The body: the backlog in one write, then new frames as the owner appends them, to the end."""
+def follow(
+    attach: Reattach,
+    runtime: Runtime,
+    settings: Settings,
+    language: str,
+    run_over: Callable[[], bool] = lambda: False,
+) -> Iterator[bytes]:
+    """The body: the backlog in one write, then new frames as the owner appends them, to the end.
+
+    `run_over()` says the run no longer holds its thread's lease; a live owner whose run is over and
+    whose record still lacks its terminal frame after a grace period failed to record it."""
     reader = attach.reader
-    marker = ReaderMarker(attach.readers_dir)  # type: ignore[arg-type]
+    marker = ReaderMarker(attach.readers_dir)
     marker.touch()
     try:
         if attach.backlog:
             yield b"".join(frame.data for frame in attach.backlog)
         next_heartbeat = time.monotonic() + settings.heartbeat_interval_s
         next_owner_check = time.monotonic() + OWNER_CHECK_S
+        over_since: float | None = None
         while not reader.finished and not reader.truncated:
             runtime.sleep(POLL_S)
             marker.touch()
@@ -132,11 +157,20 @@ def follow(attach: Reattach, runtime: Runtime, settings: Settings, language: str
             if now >= next_owner_check:
                 next_owner_check = now + OWNER_CHECK_S
                 _seal_if_owner_died(reader, runtime, settings, language)
+                over_since = (over_since or now) if run_over() else None
+                if over_since is not None and now - over_since >= UNRECORDED_END_GRACE_S:
+                    late = reader.poll()
+                    if late:
+                        yield b"".join(frame.data for frame in late)
+                        continue
+                    log.warning("a followed run ended without a recorded terminal event; ending the stream")
+                    return
             if now >= next_heartbeat:
                 next_heartbeat = now + settings.heartbeat_interval_s
                 yield HEARTBEAT_FRAME
     finally:
         marker.remove()
+        reader.close()
 
 
 def _seal_if_owner_died(reader: RecordReader, runtime: Runtime, settings: Settings, language: str) -> None:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 log = logging.getLogger(__name__)
 
@@ -118,40 +118,51 @@ class RunRecord:
         self.path = replay_dir(self._state_dir) / (self.name + RECORD_SUFFIX)
         self._max_bytes = max_bytes
         self._fd: int | None = None
-        self._size = 0
+        self._header = head.encode()
+        self._size = len(self._header)
+        self._pending: list[bytes] = []  # frames of the current batch, written by `flush`
+        self._ending = False  # terminal or truncated: the next flush is the last write
         self.stopped = False  # truncated, failed, or terminal: nothing more is written
         self.last_position = 0
         self.finished = False
 
-    def _open(self) -> int:
-        ensure_replay_dir(self._state_dir)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        header = self.head.encode()
-        os.write(fd, header)
-        self._size = len(header)
-        return fd
-
     def frame(self, position: int, event: Any, data: bytes) -> None:
-        """FrameSink: append `data` (already `id: n`-framed)."""
-        if self.stopped:
+        """FrameSink: take `data` (already `id: n`-framed); `flush` writes the batch."""
+        if self.stopped or self._ending:
             return
+        if self._size + len(data) > self._max_bytes:
+            self._pending.append(TRUNCATED_FRAME)
+            self._ending = True
+            log.warning("run record reached its size bound; reattach to this run is no longer possible")
+            self.flush()
+            return
+        self._pending.append(data)
+        self._size += len(data)
+        self.last_position = position
+        if event.get("type") in TERMINAL_TYPES:
+            self.finished = self._ending = True
+            self.flush()
+
+    def flush(self) -> None:
+        """FrameSink: one `write` for the batch, before the emitter hands its bytes to the server. The
+        file is created by the first flush, its header in the same write (no reader finds it headless)."""
+        if self.stopped or not self._pending:
+            return
+        data, self._pending = b"".join(self._pending), []
         try:
             if self._fd is None:
-                self._fd = self._open()
-            terminal = event.get("type") in TERMINAL_TYPES
-            if self._size + len(data) > self._max_bytes:
-                os.write(self._fd, TRUNCATED_FRAME)
-                log.warning("run record reached its size bound; reattach to this run is no longer possible")
-                self._stop()
-                return
-            os.write(self._fd, data)
-            self._size += len(data)
-            self.last_position = position
-            if terminal:
-                self.finished = True
-                self._stop()
+                ensure_replay_dir(self._state_dir)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+                self._fd = os.open(self.path, flags, 0o600)
+                data = self._header + data
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
         except OSError:
             log.warning("run record write failed; reattach to this run is no longer possible", exc_info=True)
+            self._stop()
+            return
+        if self._ending:
             self._stop()
 
     def _stop(self) -> None:
@@ -162,6 +173,7 @@ class RunRecord:
             self._fd = None
 
     def close(self) -> None:
+        self.flush()
         self._stop()
 
     def readers_present(self, now_s: float | None = None) -> bool:
@@ -203,27 +215,33 @@ class RecordReader:
     truncated: bool = False
     finished: bool = False
     last_position: int = 0
-    _offset: int = 0
     _pending: bytes = b""
-    _frames: list[Frame] = field(default_factory=list)
+    _handle: BinaryIO | None = field(default=None, repr=False)
 
     def poll(self, max_read: int = 1 << 20) -> list[Frame]:
+        """Read what was appended since the last poll (the file stays open between polls: a follower
+        polls often, and a record removed by retention meanwhile is still read to its end)."""
         frames: list[Frame] = []
         try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self._offset)
-                while True:
-                    chunk = handle.read(max_read)
-                    if not chunk:
-                        break
-                    self._offset += len(chunk)
-                    self._pending += chunk
-                    self._parse(frames)
-                    if len(chunk) < max_read:
-                        break
-        except FileNotFoundError:
+            if self._handle is None:
+                self._handle = open(self.path, "rb")  # noqa: SIM115 - kept open across polls, see close()
+            while True:
+                chunk = self._handle.read(max_read)
+                if not chunk:
+                    break
+                self._pending += chunk
+                self._parse(frames)
+                if len(chunk) < max_read:
+                    break
+        except OSError:
             return frames
         return frames
+
+    def close(self) -> None:
+        if self._handle is not None:
+            with contextlib.suppress(OSError):
+                self._handle.close()
+            self._handle = None
 
     def _parse(self, out: list[Frame]) -> None:
         buffer = self._pending
@@ -319,6 +337,7 @@ def seal_orphan(path: Path, build_terminal: Callable[[int], bytes], try_lock: Ca
             return False
         reader = RecordReader(path)
         reader.poll()
+        reader.close()
         if reader.finished or reader.truncated:
             return False
         os.write(fd, build_terminal(reader.last_position + 1))
@@ -364,6 +383,7 @@ def sweep_records(
                 continue
             reader = RecordReader(path)
             reader.poll()
+            reader.close()
             ended = reader.finished or reader.truncated
             if not ended and (reader.head is None or owner_alive(reader.head.owner)):
                 continue  # a live run (a long quiet turn): its record stays

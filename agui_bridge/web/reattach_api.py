@@ -27,7 +27,18 @@ def reattach_view(thread_id: str, run_id: str) -> Response:
     cursor = parse_cursor(request.headers.get("Last-Event-ID"), request.args.get("after"))
     attach = open_reattach(settings, thread_id, run_id, request.args.get("rosInvocationId"), cursor)
     metrics.REATTACHES.inc()
-    body = follow(attach, service.runtime, settings, language)
+    store = service.store
+
+    def run_over() -> bool:
+        """The run no longer holds its thread's lease (a lock-free read; a failed read decides nothing)."""
+        try:
+            state = store.read(thread_id)
+        except Exception:  # noqa: BLE001 - unreadable now: keep following
+            return False
+        lease = state.active_run if state is not None else None
+        return lease is None or lease.run_id != run_id
+
+    body = follow(attach, service.runtime, settings, language, run_over)
     response = Response(body, status=200, content_type=SSE_CONTENT_TYPE, direct_passthrough=True)
     for name, value in SSE_RESPONSE_HEADERS:
         response.headers[name] = value

@@ -288,9 +288,13 @@ def test_a_resume_cut_after_the_answer_was_accepted_shows_the_tool_result_on_rea
     resume["messages"] = []
     resume["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
     response = client.post("/", json=resume, buffered=False)
-    cut = read_until(response, lambda events: bool(events))  # RUN_STARTED: the answer goes out next
+    # The session event follows the kernel's first answer to the resume: the answer was accepted.
+    raw = read_until(response, lambda events: any(e.get("name") == "iac-code.session.v1" for e in events))
     response.close()
-    rest = reattach(client, thread_id, resume["runId"], headers={"Last-Event-ID": str(max(frames_of(cut)))})
+    seen = {position: frame for position, frame in frames_of(raw).items() if position <= 2}
+    cut = b"".join(seen.values())
+    assert [e.get("name") for e in parse_sse(cut)] == [None, "iac-code.session.v1"]
+    rest = reattach(client, thread_id, resume["runId"], headers={"Last-Event-ID": "2"})
     events = assert_valid_agui_stream(stitched(cut, rest.get_data()), expect_terminal="success")
     assert any(e["type"] == "TOOL_CALL_RESULT" for e in events), [e["type"] for e in events]
     replayed = reattach(client, thread_id, resume["runId"]).get_data()  # and again, from the start
@@ -317,3 +321,22 @@ def test_hostile_requests_are_clean_errors(client: FlaskClient, path: str, query
     response = client.get(path, query_string=query, headers=headers)
     assert response.status_code in (400, 404), response.get_data(as_text=True)
     assert response.get_json()["error"]["code"] in ("INVALID_INPUT", "RUN_NOT_FOUND")
+
+
+def test_a_follower_gets_heartbeats_while_the_run_is_quiet(settings: Settings, workspace: Path) -> None:
+    app = app_with(settings, heartbeat_interval_s=0.2)
+    client = app.test_client()
+    thread_id = new_thread_id()
+    body = run_body(thread_id, "slow [SLOW 1.5]", workspace)
+    owner = client.post("/", json=body, buffered=False)
+    head = read_until(owner, lambda events: bool(events))
+    got: list[bytes] = []
+    reader = threading.Thread(
+        target=lambda: got.append(reattach(app.test_client(), thread_id, body["runId"]).get_data())
+    )
+    reader.start()
+    rest = b"".join(owner.response)  # the owner's client drives the run (the test client has no server loop)
+    reader.join(30)
+    follower = got[0]
+    assert b": heartbeat\n\n" in follower
+    assert b"".join(frames_of(follower).values()) == b"".join(frames_of(head + rest).values())

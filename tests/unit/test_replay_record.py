@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -177,3 +179,48 @@ def test_state_prune_removes_expired_records(tmp_path: Path) -> None:
     os.utime(record.path, (old, old))
     report = prune(store, retention_days=30, replay_retention_s=3600)
     assert report.records_expired == 1 and not record.path.exists()
+
+
+class SleepRuntime:
+    """Just enough of a Runtime for `follow`: a real short sleep."""
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def test_a_follower_of_a_run_that_ended_unrecorded_stops_after_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agui_bridge.runs import reattach as reattach_module
+    from agui_bridge.state.owner import current_owner
+
+    monkeypatch.setattr(reattach_module, "OWNER_CHECK_S", 0.01)
+    monkeypatch.setattr(reattach_module, "UNRECORDED_END_GRACE_S", 0.1)
+    record = RunRecord(tmp_path, head(owner=current_owner()), max_bytes=1 << 20)  # a live owner: no seal
+    Emitter(NULL_OBSERVER, record).events([ev.run_started("t", "r", None)])
+    settings = settings_for(tmp_path, heartbeat_interval_s=0.05)
+    attach = open_reattach(settings, "t", "r", "ros-1", 0)
+    over = {"now": False}
+    body = reattach_module.follow(attach, SleepRuntime(), settings, "en", lambda: over["now"])  # type: ignore[arg-type]
+    assert next(body).startswith(b"id: 1\n")
+    assert next(body) == b": heartbeat\n\n"  # the run holds its lease: keep following
+    over["now"] = True
+    started = time.monotonic()
+    assert b"".join(body) in (b"", b": heartbeat\n\n", b": heartbeat\n\n: heartbeat\n\n")
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_follower_of_a_dead_owner_seals_and_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agui_bridge.runs import reattach as reattach_module
+
+    monkeypatch.setattr(reattach_module, "OWNER_CHECK_S", 0.01)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead_owner = f"{socket.gethostname()}:{gone.pid}:1"  # this host, a pid that has exited
+    record = RunRecord(tmp_path, head(owner=dead_owner), max_bytes=1 << 20)
+    Emitter(NULL_OBSERVER, record).events([ev.run_started("t", "r", None), ev.text_start("m")])
+    settings = settings_for(tmp_path)
+    attach = open_reattach(settings, "t", "r", "ros-1", 2)
+    out = b"".join(reattach_module.follow(attach, SleepRuntime(), settings, "en"))  # type: ignore[arg-type]
+    assert out.startswith(b'id: 3\ndata: {"type":"RUN_ERROR"') and out.endswith(b"\n\n")
+    assert not list(record_paths(tmp_path, "t", "r")[2].glob("*"))  # the reader's marker is gone

@@ -1,10 +1,10 @@
-"""`agui-bridge chat`: a terminal AG-UI client for the bridge (issue 7).
+"""`agui-bridge chat`: a terminal AG-UI client for the bridge (issues 7 and 15).
 
-One user message goes out as a `RunAgentInput`; the SSE answer is printed as it arrives (text as it
-streams, reasoning dimmed, tool calls, steps and artifacts as compact lines). An interrupt is asked at
-the prompt (enum values and `oneOf` options numbered, free text where the schema allows it) and
-answered with a resume run (same threadId and rosInvocationId, new runId) until the run ends.
+One user message goes out as a `RunAgentInput`; the SSE answer is printed as it arrives
+(`chat_output`). An interrupt is asked at the prompt (`chat_questions`) and answered with a resume
+run (same threadId and rosInvocationId, new runId) until the run ends.
 `--json` prints every AG-UI event as one JSON line on stdout instead (prompts then go to stderr).
+A dropped connection is not a lost run: chat reattaches (`chat_attach`); `--attach` follows a run.
 
 Exit status: 0 success, 1 RUN_ERROR, 2 usage or HTTP errors, 3 cancelled (RUN_ERROR CANCELLED, Ctrl-C,
 or end of input at a prompt; the last two cancel the execution through the cancellation extension).
@@ -22,16 +22,33 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote, urljoin, urlsplit
 
-from agui_bridge.a2a.sse_parser import SseParser
+from agui_bridge import chat_attach as attaching
+from agui_bridge.chat_attach import DEFAULT_RETRIES, RetryPolicy, RunFollower, RunRef
+from agui_bridge.chat_output import BOLD, DIM, RED, YELLOW, EventView, Printer
+from agui_bridge.chat_questions import answer_payload, expires_in, question_for
+from agui_bridge.chat_sse import ChatUsageError, describe_http_error
 
 if TYPE_CHECKING:
     import requests
+
+__all__ = [
+    "DEFAULT_URL",
+    "ChatClient",
+    "ChatOptions",
+    "ChatUsageError",
+    "Printer",
+    "answer_payload",
+    "configure_parser",
+    "expires_in",
+    "options_from_args",
+    "question_for",
+    "run_chat",
+]
 
 EXIT_OK = 0
 EXIT_RUN_ERROR = 1
@@ -40,15 +57,7 @@ EXIT_CANCELLED = 3
 
 DEFAULT_URL = "http://127.0.0.1:8000/"
 DEFAULT_TOKEN_ENV = "IAC_CODE_AGUI_AUTH_TOKEN"  # noqa: S105 - the name of a variable, not a secret
-CONNECT_TIMEOUT_S = 10.0
-READ_TIMEOUT_S = 300.0  # far above the heartbeat interval: a silent connection this long is dead
-PREVIEW_CHARS = 240
-
-_DIM, _BOLD, _RED, _GREEN, _YELLOW, _CYAN, _RESET = "2", "1", "31", "32", "33", "36", "0"
-
-
-class ChatUsageError(Exception):
-    """A bad option or an HTTP-level failure: one line on stderr, exit status 2."""
+MAX_ID_CHARS = 256
 
 
 # --------------------------------------------------------------------------------------------- options
@@ -63,6 +72,8 @@ class ChatOptions:
     ros_invocation_id: str
     json_mode: bool
     message: str
+    attach_run_id: str | None = None  # --attach THREAD/RUN: follow this run instead of sending a message
+    reattach_retries: int = DEFAULT_RETRIES
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -77,8 +88,41 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cwd", metavar="DIR", help="workspace directory (default: the current directory)")
     parser.add_argument("--ros", metavar="ID", help="rosInvocationId of this execution (default: a new one)")
     parser.add_argument("--json", action="store_true", help="print each AG-UI event as one JSON line")
-    parser.add_argument("message", help="the user message")
+    parser.add_argument(
+        "--attach",
+        metavar="THREAD/RUN",
+        help="follow a run started elsewhere (needs --ros) instead of sending a message",
+    )
+    parser.add_argument(
+        "--reattach-retries",
+        metavar="N",
+        type=int,
+        default=DEFAULT_RETRIES,
+        help=f"reattach attempts after a dropped connection, 0 to 20 (default {DEFAULT_RETRIES}; 0 turns it off)",
+    )
+    parser.add_argument("message", nargs="?", help="the user message (not with --attach)")
     parser.set_defaults(handler=main_from_args)
+
+
+def _checked_id(value: str, what: str) -> str:
+    if not value or len(value) > MAX_ID_CHARS or not value.isprintable() or any(c.isspace() for c in value):
+        raise ChatUsageError(f"{what} must be 1 to {MAX_ID_CHARS} printable characters without spaces")
+    return value
+
+
+def _attach_target(args: argparse.Namespace) -> tuple[str, str] | None:
+    if args.attach is None:
+        return None
+    thread_id, slash, run_id = str(args.attach).partition("/")
+    if not slash or "/" in run_id:
+        raise ChatUsageError("--attach takes THREAD/RUN, the threadId and runId separated by one slash")
+    if not args.ros:
+        raise ChatUsageError("--attach needs --ros ID, the rosInvocationId of the run's execution")
+    if args.thread and args.thread != thread_id:
+        raise ChatUsageError("--thread and the thread of --attach differ")
+    if args.message is not None:
+        raise ChatUsageError("give a message or --attach, not both")
+    return _checked_id(thread_id, "the threadId of --attach"), _checked_id(run_id, "the runId of --attach")
 
 
 def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> ChatOptions:
@@ -92,199 +136,27 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> C
     token = environ.get(token_env) or None
     if args.token_env and token is None:
         raise ChatUsageError(f"the environment variable {args.token_env} is not set")
+    retries = getattr(args, "reattach_retries", DEFAULT_RETRIES)
+    if not isinstance(retries, int) or not 0 <= retries <= attaching.MAX_RETRIES:
+        raise ChatUsageError(f"--reattach-retries must be 0 to {attaching.MAX_RETRIES}")
+    target = _attach_target(args) if getattr(args, "attach", None) is not None else None
     message = args.message
-    if not isinstance(message, str) or not message.strip():
+    if target is None and (not isinstance(message, str) or not message.strip()):
         raise ChatUsageError("the message must not be empty")
-    thread_id = args.thread if args.thread else str(uuid.uuid4())
+    thread_id = target[0] if target else (args.thread if args.thread else str(uuid.uuid4()))
     ros = args.ros if args.ros else f"chat-{uuid.uuid4().hex}"
     cwd = os.path.abspath(os.path.expanduser(args.cwd)) if args.cwd else os.getcwd()
-    return ChatOptions(url, token, thread_id, cwd, ros, bool(args.json), message)
-
-
-# --------------------------------------------------------------------------------------------- interrupts
-
-
-@dataclass(frozen=True)
-class Choice:
-    label: str
-    payload: dict[str, Any]
-    aliases: tuple[str, ...]  # what may be typed instead of the number (lower-cased)
-
-
-@dataclass(frozen=True)
-class Question:
-    """How one interrupt is asked at the prompt, derived from its responseSchema (pure)."""
-
-    interrupt_id: str
-    title: str
-    text: str
-    facts: tuple[tuple[str, str], ...]
-    choices: tuple[Choice, ...]
-    free_text: bool
-    free_text_prompt: str | None
-    raw_json: bool
-    expires_at: str | None
-
-
-def _option_titles(interrupt: Mapping[str, Any]) -> dict[str, str]:
-    metadata = interrupt.get("metadata")
-    options = metadata.get("standardOptions") if isinstance(metadata, dict) else None
-    titles: dict[str, str] = {}
-    if isinstance(options, list):
-        for option in options:
-            if isinstance(option, dict) and isinstance(option.get("id"), str):
-                titles[option["id"]] = str(option.get("title") or option["id"])
-    return titles
-
-
-def _enum_property(schema: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
-    properties = schema.get("properties")
-    if isinstance(properties, dict):
-        for name, prop in properties.items():
-            if isinstance(prop, dict) and isinstance(prop.get("enum"), list) and prop["enum"]:
-                return str(name), list(prop["enum"])
-    return None
-
-
-def question_for(interrupt: Mapping[str, Any]) -> Question:
-    """Choices from the schema: enum values, or `oneOf` selectedId consts plus a freeText branch."""
-    raw_schema = interrupt.get("responseSchema")
-    schema: Mapping[str, Any] = raw_schema if isinstance(raw_schema, dict) else {}
-    raw_metadata = interrupt.get("metadata")
-    metadata: Mapping[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
-    titles = _option_titles(interrupt)
-    choices: list[Choice] = []
-    free_text = False
-    raw_json = False
-    enumeration = _enum_property(schema)
-    branches = schema.get("oneOf", schema.get("anyOf"))
-    if enumeration is not None:
-        name, values = enumeration
-        for value in values:
-            label = titles.get(str(value)) or str(value).replace("_", " ")
-            choices.append(Choice(label, {name: value}, (str(value).lower(), label.lower())))
-    elif isinstance(branches, list):
-        for branch in branches:
-            props = branch.get("properties") if isinstance(branch, dict) else None
-            if not isinstance(props, dict):
-                continue
-            selected = props.get("selectedId")
-            if isinstance(selected, dict) and "const" in selected:
-                value = str(selected["const"])
-                label = str(selected.get("title") or titles.get(value) or value)
-                choices.append(Choice(label, {"selectedId": value}, (value.lower(), label.lower())))
-            elif "freeText" in props:
-                free_text = True
-    else:
-        raw_json = True
-    message = str(interrupt.get("message") or "")
-    prompt = metadata.get("prompt")
-    text = prompt if choices and isinstance(prompt, str) and prompt else message
-    facts = tuple(
-        (label, str(metadata[key]))
-        for label, key in (("tool", "toolName"), ("target", "target"), ("summary", "safeSummary"))
-        if isinstance(metadata.get(key), str | int | float) and metadata.get(key) != ""
+    return ChatOptions(
+        url,
+        token,
+        thread_id,
+        cwd,
+        ros,
+        bool(args.json),
+        message or "",
+        attach_run_id=target[1] if target else None,
+        reattach_retries=retries,
     )
-    title = metadata.get("title")
-    default_title = "Permission required" if interrupt.get("reason") == "tool_call" else "Input required"
-    free_prompt = metadata.get("freeTextPrompt")
-    expires_at = interrupt.get("expiresAt")
-    return Question(
-        interrupt_id=str(interrupt.get("id") or ""),
-        title=title if isinstance(title, str) and title else default_title,
-        text=text,
-        facts=facts,
-        choices=tuple(choices),
-        free_text=free_text,
-        free_text_prompt=free_prompt if isinstance(free_prompt, str) and free_prompt else None,
-        raw_json=raw_json,
-        expires_at=expires_at if isinstance(expires_at, str) else None,
-    )
-
-
-def answer_payload(question: Question, typed: str) -> dict[str, Any] | None:
-    """The payload for what the user typed, or None if it is not an answer (ask again)."""
-    text = typed.strip()
-    if not text:
-        return None
-    if question.raw_json:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
-    if text.isdigit() and 1 <= int(text) <= len(question.choices):
-        return dict(question.choices[int(text) - 1].payload)
-    for choice in question.choices:
-        if text.lower() in choice.aliases:
-            return dict(choice.payload)
-    if question.free_text:
-        return {"freeText": text}
-    return None
-
-
-def expires_in(expires_at: str | None, now: datetime | None = None) -> str | None:
-    """`"8m59s"` until an RFC 3339 expiry, `"expired"` after it, None if absent or unparsable."""
-    if not expires_at:
-        return None
-    try:
-        moment = datetime.fromisoformat(expires_at)
-    except ValueError:
-        return None
-    seconds = int((moment - (now or datetime.now(UTC))).total_seconds())
-    if seconds <= 0:
-        return "expired"
-    return f"{seconds // 60}m{seconds % 60:02d}s"
-
-
-# --------------------------------------------------------------------------------------------- output
-
-
-def _one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _compact_json(raw: str) -> str:
-    try:
-        return json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":"))
-    except ValueError:
-        return raw
-
-
-class Printer:
-    """Human output: text as it arrives, compact lines for everything else, ANSI only on a tty."""
-
-    def __init__(self, out: TextIO, err: TextIO, *, color: bool) -> None:
-        self.out = out
-        self.err = err
-        self.color = color
-        self._at_line_start = True
-
-    def style(self, text: str, *codes: str) -> str:
-        if not self.color or not codes:
-            return text
-        return f"\x1b[{';'.join(codes)}m{text}\x1b[{_RESET}m"
-
-    def write(self, text: str, *codes: str) -> None:
-        if not text:
-            return
-        self.out.write(self.style(text, *codes))
-        self.out.flush()
-        self._at_line_start = text.endswith("\n")
-
-    def end_line(self) -> None:
-        if not self._at_line_start:
-            self.write("\n")
-
-    def line(self, text: str, *codes: str) -> None:
-        self.end_line()
-        self.write(text + "\n", *codes)
-
-    def error(self, text: str) -> None:
-        self.end_line()
-        self.err.write(text + "\n")
-        self.err.flush()
 
 
 @dataclass
@@ -307,12 +179,12 @@ class ChatClient:
         self.json_mode = options.json_mode
         color = not options.json_mode and stdout.isatty() and "NO_COLOR" not in os.environ
         self.printer = Printer(stdout, stderr, color=color)
+        self.view = EventView(self.printer)
         #: where questions and prompts go: the terminal, or stderr when stdout carries JSON lines
         self.prompt_out = stderr if options.json_mode else stdout
         self.execution_id: str | None = None
         self.execution_ros: str | None = None
-        self._tool_names: dict[str, str] = {}
-        self._tool_args: dict[str, str] = {}
+        self.retry_policy = RetryPolicy(attempts=options.reattach_retries)
 
     # ---- requests
 
@@ -341,15 +213,15 @@ class ChatClient:
             },
         }
 
-    @staticmethod
-    def _describe_http_error(response: requests.Response) -> str:
-        try:
-            error = response.json()["error"]
-            return f"HTTP {response.status_code} {error['code']}: {error['message']}"
-        except (ValueError, KeyError, TypeError):
-            return f"HTTP {response.status_code}: {_one_line(response.text, 200)}"
+    def _follower(self, run_id: str) -> RunFollower:
+        ref = RunRef(self.options.thread_id, run_id, self.options.ros_invocation_id)
+        notify = lambda text: self.printer.error(f"agui-bridge chat: {text}")  # noqa: E731
+        return RunFollower(self.http, self.options.url, ref, self._headers, notify, self.retry_policy)
 
-    def _events(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    # ---- one run
+
+    def stream(self, body: dict[str, Any]) -> RunResult:
+        """POST a run and follow it to its terminal event, reattaching if the connection drops."""
         import requests
 
         try:
@@ -358,37 +230,21 @@ class ChatClient:
                 json=body,
                 headers=self._headers(sse=True),
                 stream=True,
-                timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
+                timeout=(attaching.CONNECT_TIMEOUT_S, attaching.READ_TIMEOUT_S),
             )
         except requests.RequestException as exc:
             raise ChatUsageError(f"cannot reach {self.options.url} ({type(exc).__name__})") from None
-        with response:
-            if response.status_code != 200:
-                raise ChatUsageError(self._describe_http_error(response))
-            parser = SseParser()
-            try:
-                for chunk in response.iter_content(chunk_size=None):
-                    for message in parser.feed(chunk):
-                        yield self._decode(message.data)
-            except requests.RequestException as exc:
-                raise ChatUsageError(f"the stream broke off ({type(exc).__name__})") from None
-            for message in parser.close():
-                yield self._decode(message.data)
+        if response.status_code != 200:
+            with response:
+                raise ChatUsageError(describe_http_error(response))
+        return self._consume(self._follower(str(body["runId"])), response)
 
-    @staticmethod
-    def _decode(data: bytes) -> dict[str, Any]:
-        try:
-            event = json.loads(data)
-        except ValueError:
-            raise ChatUsageError("the server sent an event that is not JSON") from None
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            raise ChatUsageError("the server sent an event without a type")
-        return event
+    def attach(self, run_id: str) -> RunResult:
+        """Follow a run started elsewhere, from its first event."""
+        return self._consume(self._follower(run_id), None)
 
-    # ---- one run
-
-    def stream(self, body: dict[str, Any]) -> RunResult:
-        for event in self._events(body):
+    def _consume(self, follower: RunFollower, response: requests.Response | None) -> RunResult:
+        for event in follower.follow(response):
             if self.json_mode:
                 self.printer.out.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
                 self.printer.out.flush()
@@ -405,7 +261,7 @@ class ChatClient:
             self.execution_ros = value.get("rosInvocationId") or self.execution_ros
         if kind == "RUN_FINISHED":
             if not self.json_mode:
-                self._print_usage(event.get("usage"))
+                self.view.usage(event.get("usage"))
             outcome = event.get("outcome")
             if isinstance(outcome, dict) and outcome.get("type") == "interrupt":
                 interrupts = [i for i in outcome.get("interrupts") or [] if isinstance(i, dict)]
@@ -414,73 +270,11 @@ class ChatClient:
             return RunResult("success", [], EXIT_OK)
         if kind == "RUN_ERROR":
             code = str(event.get("code") or "RUN_ERROR")
-            self.printer.error(self.printer.style(f"error {code}: {event.get('message', '')}", _RED))
+            self.printer.error(self.printer.style(f"error {code}: {event.get('message', '')}", RED))
             return RunResult("error", [], EXIT_CANCELLED if code == "CANCELLED" else EXIT_RUN_ERROR)
         if not self.json_mode:
-            self._print_event(kind, event)
+            self.view.event(kind, event)
         return None
-
-    def _print_usage(self, usage: object) -> None:
-        if not isinstance(usage, list):
-            return
-        for entry in usage:
-            if isinstance(entry, dict):
-                model = "/".join(str(entry[k]) for k in ("provider", "model") if entry.get(k)) or "usage"
-                counts = f"in {entry.get('inputTokens', 0)} out {entry.get('outputTokens', 0)}"
-                self.printer.line(f"[usage] {model}: {counts} total {entry.get('totalTokens', 0)}", _DIM)
-
-    def _print_event(self, kind: str, event: dict[str, Any]) -> None:
-        p = self.printer
-        match kind:
-            case "TEXT_MESSAGE_CONTENT":
-                p.write(str(event.get("delta", "")))
-            case "TEXT_MESSAGE_END":
-                p.end_line()
-            case "REASONING_MESSAGE_START":
-                p.end_line()
-                p.write("[reasoning] ", _DIM)
-            case "REASONING_MESSAGE_CONTENT":
-                p.write(str(event.get("delta", "")), _DIM)
-            case "REASONING_MESSAGE_END":
-                p.end_line()
-            case "TOOL_CALL_START":
-                call_id = str(event.get("toolCallId", ""))
-                self._tool_names[call_id] = str(event.get("toolCallName") or "tool")
-                self._tool_args[call_id] = ""
-            case "TOOL_CALL_ARGS":
-                call_id = str(event.get("toolCallId", ""))
-                self._tool_args[call_id] = self._tool_args.get(call_id, "") + str(event.get("delta", ""))
-            case "TOOL_CALL_END":
-                call_id = str(event.get("toolCallId", ""))
-                name = self._tool_names.get(call_id, "tool")
-                args = _one_line(_compact_json(self._tool_args.get(call_id, "")))
-                p.line(f"[tool] {name} {args}".rstrip(), _CYAN)
-            case "TOOL_CALL_RESULT":
-                call_id = str(event.get("toolCallId", ""))
-                name = self._tool_names.get(call_id, "tool")
-                p.line(f"[result] {name}: {_one_line(str(event.get('content', '')))}", _CYAN)
-            case "STEP_STARTED":
-                p.line(f"[step] {event.get('stepName', '')} started", _YELLOW)
-            case "STEP_FINISHED":
-                p.line(f"[step] {event.get('stepName', '')} finished", _YELLOW)
-            case "CUSTOM":
-                self._print_custom(str(event.get("name", "")), event.get("value"))
-            case _:
-                pass
-
-    def _print_custom(self, name: str, value: object) -> None:
-        if not isinstance(value, dict):
-            return
-        if name == "iac-code.artifact.v1":
-            parts = value.get("parts") or []
-            links = [str(part["url"]) for part in parts if isinstance(part, dict) and part.get("url")]
-            self.printer.line(f"[artifact] {value.get('name', 'artifact')} {' '.join(links)}".rstrip(), _GREEN)
-        elif name == "iac-code.tool-progress.v1":
-            progress = value.get("mcpProgress", value.get("status", ""))
-            text = progress if isinstance(progress, str) else json.dumps(progress, ensure_ascii=False)
-            self.printer.line(f"[progress] {value.get('name', 'tool')}: {_one_line(text)}", _DIM)
-        elif name == "iac-code.pipeline.v1":
-            self.printer.line(f"[pipeline] {value.get('eventType', 'event')}", _DIM)
 
     # ---- interrupts
 
@@ -495,10 +289,10 @@ class ChatClient:
         answers: list[dict[str, Any]] = []
         for interrupt in interrupts:
             question = question_for(interrupt)
-            self._say(f"[interrupt] {question.title}", _BOLD, _YELLOW)
+            self._say(f"[interrupt] {question.title}", BOLD, YELLOW)
             self._say(question.text)
             for label, value in question.facts:
-                self._say(f"  {label}: {value}", _DIM)
+                self._say(f"  {label}: {value}", DIM)
             for number, choice in enumerate(question.choices, start=1):
                 self._say(f"  {number}) {choice.label}")
             if question.free_text:
@@ -508,7 +302,7 @@ class ChatClient:
                 self._say(f"  answer with a JSON object matching {json.dumps(interrupt.get('responseSchema'))}")
             remaining = expires_in(question.expires_at)
             if remaining:
-                self._say(f"  (expires in {remaining})" if remaining != "expired" else "  (expired)", _DIM)
+                self._say(f"  (expires in {remaining})" if remaining != "expired" else "  (expired)", DIM)
             hint = f"[1-{len(question.choices)}]" if question.choices else ""
             while True:
                 self.prompt_out.write(f"answer{hint}> ")
@@ -537,11 +331,13 @@ class ChatClient:
         ros = self.execution_ros or self.options.ros_invocation_id
         body = {"threadId": self.options.thread_id, "rosInvocationId": ros}
         try:
-            response = self.http.post(url, json=body, headers=self._headers(), timeout=(CONNECT_TIMEOUT_S, 30))
+            response = self.http.post(
+                url, json=body, headers=self._headers(), timeout=(attaching.CONNECT_TIMEOUT_S, 30.0)
+            )
         except requests.RequestException:
             return None
         if response.status_code != 200:
-            self.printer.error(f"cancel failed: {self._describe_http_error(response)}")
+            self.printer.error(f"cancel failed: {describe_http_error(response)}")
             return None
         status = response.json().get("status")
         return str(status) if status else None
@@ -551,9 +347,13 @@ class ChatClient:
     def run(self) -> int:
         body = self._body()
         body["messages"] = [{"id": f"message-{uuid.uuid4()}", "role": "user", "content": self.options.message}]
+        attach_run_id = self.options.attach_run_id
         try:
             while True:
-                result = self.stream(body)
+                if attach_run_id is not None:
+                    result, attach_run_id = self.attach(attach_run_id), None
+                else:
+                    result = self.stream(body)
                 if result.kind != "interrupt":
                     break
                 answers = self.ask(result.interrupts)
@@ -563,7 +363,7 @@ class ChatClient:
                 body["resume"] = answers
         except KeyboardInterrupt:
             return self._cancelled("interrupted")
-        self.printer.error(self.printer.style(f"thread {self.options.thread_id}", _DIM))
+        self.printer.error(self.printer.style(f"thread {self.options.thread_id}", DIM))
         return result.exit_code
 
     def _cancelled(self, why: str) -> int:

@@ -6,10 +6,17 @@
 // in the Authorization header, never in a URL. threadId, rosInvocationId and cwd live in the query
 // string so a reload restores the thread; the transcript of this tab is kept in sessionStorage (the
 // server stores no message text) and the status extension brings back a pending interrupt.
+// A dropped connection is not a lost run: every event carries `id: <n>`; the current runId and the last
+// id shown are kept in sessionStorage with the transcript, and after a reload or a cut the console
+// reattaches through GET .../threads/{threadId}/runs/{runId}/events with Last-Event-ID (README
+// "Reattaching to a run"), skipping any event it has already shown.
 
 const TOKEN_KEY = "agui-console:token";
 const LOG_PREFIX = "agui-console:log:";
+const RUN_PREFIX = "agui-console:run:";
 const MAX_LOG_ENTRIES = 5000;
+const MAX_REATTACH_ATTEMPTS = 6; // consecutive attempts without progress; any new event resets the count
+const RETRYABLE_STATUS = new Set([429, 502, 503, 504]);
 const ROOT = new URL(".", window.location.href); // the server root: the page is <root>/console
 
 const $ = (id) => document.getElementById(id);
@@ -54,6 +61,7 @@ const state = {
   openSteps: [],
   log: [],
   persistTimer: 0,
+  run: null, // { runId, lastId, ended, unnumbered }: the run being shown, saved with the log
 };
 
 // ---------------------------------------------------------------------------------------------- helpers
@@ -180,11 +188,25 @@ function loadLog() {
   }
 }
 
+function loadRun() {
+  try {
+    const run = JSON.parse(sessionStorage.getItem(RUN_PREFIX + state.threadId) || "null");
+    if (run && typeof run.runId === "string" && Number.isSafeInteger(run.lastId) && run.lastId >= 0) return run;
+  } catch {
+    // not ours: ignore
+  }
+  return null;
+}
+
+// The log and the run cursor are written together, so after a reload the cursor is the id of the last
+// event the restored transcript shows: the reattach replays exactly what is missing.
 function persistLog() {
   clearTimeout(state.persistTimer);
   state.persistTimer = 0;
   try {
     sessionStorage.setItem(LOG_PREFIX + state.threadId, JSON.stringify(state.log));
+    if (state.run) sessionStorage.setItem(RUN_PREFIX + state.threadId, JSON.stringify(state.run));
+    else sessionStorage.removeItem(RUN_PREFIX + state.threadId);
   } catch {
     // storage full: the transcript history is best effort
   }
@@ -608,14 +630,19 @@ function onEvent(event, live) {
 
 function onRecord(text) {
   const data = [];
+  let id = null;
   for (const line of text.split("\n")) {
     if (line.startsWith(":")) {
       if (line.slice(1).trim() === "heartbeat") heartbeat();
     } else if (line.startsWith("data:")) {
       data.push(line.slice(5).replace(/^ /, ""));
+    } else if (line.startsWith("id:")) {
+      const value = line.slice(3).trim();
+      id = /^[0-9]{1,15}$/.test(value) && Number(value) > 0 ? Number(value) : null;
     }
   }
   if (!data.length) return;
+  if (state.run && id !== null && id <= state.run.lastId) return; // already shown before the cut
   let event;
   try {
     event = JSON.parse(data.join("\n"));
@@ -624,57 +651,129 @@ function onRecord(text) {
     return;
   }
   onEvent(event, true);
+  if (state.run) {
+    if (id === null) state.run.unnumbered = true;
+    else state.run.lastId = id;
+    if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") state.run.ended = true;
+  }
 }
 
-async function stream(body) {
+// Reads one SSE body to its end (or throws when the connection breaks).
+async function readBody(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    const held = buffer.endsWith("\r") ? "\r" : "";
+    buffer = buffer.slice(0, buffer.length - held.length).replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      onRecord(buffer.slice(0, end));
+      buffer = buffer.slice(end + 2);
+    }
+    buffer += held;
+  }
+  // a record without its blank line was cut mid-way: a reattach replays it whole
+}
+
+function reattachRequest() {
+  const run = state.run;
+  const path = `extensions/iac-code/v1/threads/${encodeURIComponent(state.threadId)}/runs/${encodeURIComponent(run.runId)}/events`;
+  const query = new URLSearchParams({ rosInvocationId: state.ros });
+  const requestHeaders = { ...headers(), Accept: "text/event-stream" };
+  delete requestHeaders["Content-Type"];
+  if (run.lastId > 0) requestHeaders["Last-Event-ID"] = String(run.lastId);
+  return fetch(`${api(path)}?${query}`, { method: "GET", headers: requestHeaders, cache: "no-store", credentials: "same-origin" });
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// Follows the current run to its terminal event: `open` gives the first response (the POST, or a
+// reattach after a reload); when the connection drops or the body ends early it reattaches with
+// Last-Event-ID, with a doubling backoff, until the terminal event or MAX_REATTACH_ATTEMPTS in a row fail.
+// A POST that gets no answer at all is reported, not reattached (as `agui-bridge chat` does).
+async function follow(open, { isPost = false } = {}) {
   clearError();
   state.running = true;
   state.sawTerminal = false;
   updateButtons();
-  setConnection("connecting", "connecting");
+  let failures = 0;
+  let first = true;
   try {
-    const response = await fetch(api(""), {
-      method: "POST",
-      headers: { ...headers(), Accept: "text/event-stream" },
-      body: JSON.stringify(body),
-      cache: "no-store",
-      credentials: "same-origin",
-    });
-    if (!response.ok || !response.body) {
-      const error = await readError(response);
-      showError(error.code, error.message);
-      setConnection("error", `HTTP ${response.status}`);
-      return;
-    }
-    setConnection("streaming", "streaming");
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
     for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      const held = buffer.endsWith("\r") ? "\r" : "";
-      buffer = buffer.slice(0, buffer.length - held.length).replace(/\r\n?/g, "\n");
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        onRecord(buffer.slice(0, end));
-        buffer = buffer.slice(end + 2);
+      setConnection("connecting", failures ? `reattaching (attempt ${failures}/${MAX_REATTACH_ATTEMPTS})` : "connecting");
+      let why = null;
+      let response = null;
+      try {
+        response = await open();
+      } catch (error) {
+        why = ["NETWORK_ERROR", String(error && error.message ? error.message : error)];
+        if (isPost && first) state.run = null; // the run may never have reached the bridge
       }
-      buffer += held;
+      const refused = isPost && first; // a POST refused before its stream: nothing was started
+      first = false;
+      if (response && (!response.ok || !response.body)) {
+        const error = await readError(response);
+        if (refused || !RETRYABLE_STATUS.has(response.status)) {
+          state.run = null; // refused, unknown or no longer kept: nothing to reattach to
+          showError(error.code, error.message);
+          setConnection("error", `HTTP ${response.status}`);
+          return;
+        }
+        why = [error.code, error.message];
+      } else if (response) {
+        setConnection("streaming", failures ? "streaming (reattached)" : "streaming");
+        const before = state.run ? state.run.lastId : 0;
+        try {
+          await readBody(response);
+          why = ["STREAM_ENDED", "The stream ended without a terminal event."];
+        } catch (error) {
+          why = ["NETWORK_ERROR", String(error && error.message ? error.message : error)];
+        }
+        if (state.sawTerminal) {
+          setConnection("idle", "closed");
+          return;
+        }
+        if (state.run && state.run.lastId > before) failures = 0;
+      }
+      failures += 1;
+      if (!state.run || state.run.unnumbered || failures > MAX_REATTACH_ATTEMPTS) {
+        setConnection("error", "disconnected");
+        showError(why[0], why[1]);
+        return;
+      }
+      persistLog();
+      setConnection("connecting", `connection lost after event ${state.run.lastId}: reattaching`);
+      await sleep(Math.min(8000, 500 * 2 ** (failures - 1)));
+      open = reattachRequest;
     }
-    if (buffer.trim()) onRecord(buffer.replace(/\r\n?/g, "\n"));
-    setConnection("idle", "closed");
-    if (!state.sawTerminal) showError("STREAM_ENDED", "The stream ended without a terminal event.");
-  } catch (error) {
-    setConnection("error", "disconnected");
-    showError("NETWORK_ERROR", String(error && error.message ? error.message : error));
   } finally {
     state.running = false;
     persistLog();
     updateButtons();
     await refreshStatus();
   }
+}
+
+async function stream(body) {
+  state.run = { runId: body.runId, lastId: 0, ended: false, unnumbered: false };
+  persistLog();
+  await follow(
+    () =>
+      fetch(api(""), {
+        method: "POST",
+        headers: { ...headers(), Accept: "text/event-stream" },
+        body: JSON.stringify(body),
+        cache: "no-store",
+        credentials: "same-origin",
+      }),
+    { isPost: true },
+  );
 }
 
 // ---------------------------------------------------------------------------------------------- actions
@@ -818,6 +917,7 @@ function newThread() {
   state.threadId = uuid();
   state.ros = `console-${uuid()}`;
   state.log = [];
+  state.run = null;
   writeQuery();
   setIds({ threadId: state.threadId, rosInvocationId: state.ros });
   setThreadStatus("new", "new thread");
@@ -838,7 +938,13 @@ function init() {
       if (entry.type === "CONSOLE_NOTE") addNote(entry.text);
       else onEvent(entry, false);
     }
-    refreshStatus();
+    state.run = loadRun();
+    if (state.run && !state.run.ended && !state.run.unnumbered) {
+      addNote(`reattaching to run ${state.run.runId} after event ${state.run.lastId}`);
+      follow(reattachRequest); // the reload cut the stream; the run went on without us
+    } else {
+      refreshStatus();
+    }
   } else {
     newThread(); // nothing to ask the server about yet
   }

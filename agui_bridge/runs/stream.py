@@ -123,9 +123,10 @@ class RunStream:
         """The client closed its socket (`runtime.watch_client_eof`): act now, as a disconnect would at
         the next write, instead of at the next heartbeat. With a reattach window the run detaches
         (`_body` hands it to `close()`); without one it ends and its task is cancelled."""
-        if not self._end.finished:
-            self._departed = True
-            self._pacer.request_depart()
+        if self._departed or self.detached or self._end.finished:
+            return  # already acted on: a detached run goes on without its client
+        self._departed = True
+        self._pacer.request_depart()
 
     def _detaches_on_departure(self) -> bool:
         """The pacer's question when the client left: yield to `_body` (detach) or end the run."""
@@ -189,6 +190,7 @@ class RunStream:
         """Hand the generator to a background task that drives it (recording every frame) until the run
         ends, or until the window passes with no reader on any worker, which cancels it."""
         self.detached = True
+        self._pacer.client_gone = False  # a departure noticed before a failed write is handled by this detach
         bound, self.client_socket = self.client_socket, None
         if bound is not None:  # the connection is gone: give the socket back its own timeout now
             sock, previous = bound

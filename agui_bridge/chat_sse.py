@@ -2,9 +2,8 @@
 
 The bridge numbers every event of a run (`id: <n>`, 1 for RUN_STARTED) so a client can reattach after
 a dropped connection and drop what it has already seen (README "Reattaching to a run"). The A2A parser
-in `agui_bridge.a2a` has no use for ids, so the terminal client keeps this small one of its own. Lines
-are split on bytes and only complete records are decoded (a UTF-8 character split across two reads is
-never broken); LF, CRLF and lone CR line ends are accepted; comments (heartbeats) are dropped.
+in `agui_bridge.a2a` does the framing (LF, CRLF and lone CR line ends, comments such as heartbeats
+dropped, only complete records decoded) and hands each record's `id:` over; here it becomes a position.
 """
 
 from __future__ import annotations
@@ -12,6 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from agui_bridge.a2a.sse_parser import SseParser
 
 if TYPE_CHECKING:
     import requests
@@ -41,44 +42,24 @@ def parse_event_id(raw: bytes) -> int | None:
 
 
 class IdSseParser:
-    """Incremental SSE parser that keeps each record's `id:` (the last one given in the record)."""
+    """The shared incremental SSE parser (`agui_bridge.a2a.sse_parser`), keeping each record's `id:` as a
+    position in the run's stream."""
 
-    __slots__ = ("_buffer", "_data", "_id")
+    __slots__ = ("_parser",)
 
     def __init__(self) -> None:
-        self._buffer = b""
-        self._data: list[bytes] = []
-        self._id: int | None = None
+        self._parser = SseParser()
 
     def feed(self, chunk: bytes) -> list[SseRecord]:
-        buffer = self._buffer + chunk
-        keep_cr = buffer.endswith(b"\r")
-        if keep_cr:
-            buffer = buffer[:-1]
-        buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = buffer.split(b"\n")
-        rest = lines.pop()
-        self._buffer = rest + b"\r" if keep_cr else rest
-        records: list[SseRecord] = []
-        for line in lines:
-            if not line:
-                if self._data:
-                    records.append(SseRecord(self._id, b"\n".join(self._data)))
-                self._data = []
-                self._id = None
-            elif line.startswith(b"data:"):
-                value = line[5:]
-                self._data.append(value[1:] if value.startswith(b" ") else value)
-            elif line.startswith(b"id:"):
-                self._id = parse_event_id(line[3:])
-        return records
+        return [
+            SseRecord(parse_event_id(m.event_id) if m.event_id is not None else None, m.data)
+            for m in self._parser.feed(chunk)
+        ]
 
     def close(self) -> list[SseRecord]:
         """Records still buffered when the body ends. A record cut mid-way (no blank line yet) is
         dropped: a reattach replays it whole."""
-        self._buffer = b""
-        self._data = []
-        self._id = None
+        self._parser = SseParser()
         return []
 
 

@@ -28,15 +28,18 @@ def decode_data(data: bytes) -> object:
 class SseMessage:
     event: str
     data: bytes
+    #: The record's own `id:` line, raw (the kernel sends none; AG-UI clients of the bridge read them).
+    event_id: bytes | None = None
 
 
 class SseParser:
-    __slots__ = ("_buffer", "_data", "_event")
+    __slots__ = ("_buffer", "_data", "_event", "_id")
 
     def __init__(self) -> None:
         self._buffer = b""
         self._data: list[bytes] = []
         self._event = ""
+        self._id: bytes | None = None
 
     def feed(self, chunk: bytes) -> list[SseMessage]:
         buffer = self._buffer + chunk if self._buffer else chunk
@@ -52,9 +55,10 @@ class SseParser:
         for line in lines:
             if not line:
                 if self._data:
-                    messages.append(SseMessage(self._event or "message", b"\n".join(self._data)))
+                    messages.append(SseMessage(self._event or "message", b"\n".join(self._data), self._id))
                 self._data = []
                 self._event = ""
+                self._id = None
             elif line.startswith(b"data:"):
                 value = line[5:]
                 self._data.append(value[1:] if value.startswith(b" ") else value)
@@ -62,6 +66,8 @@ class SseParser:
                 continue
             elif line.startswith(b"event:"):
                 self._event = line[6:].strip().decode("utf-8", "replace")
+            elif line.startswith(b"id:"):
+                self._id = line[3:].strip()
         return messages
 
     def close(self) -> list[SseMessage]:

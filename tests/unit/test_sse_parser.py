@@ -45,3 +45,9 @@ def test_recorded_kernel_stream_parses_identically_whatever_the_chunking(chunk_s
     pieces = [raw[i : i + chunk_size] for i in range(0, len(raw), chunk_size)]
     assert parse(pieces) == whole
     assert len(whole) == 7  # the two ': ping' comments are dropped
+
+
+def test_a_record_keeps_its_own_id_line_and_the_next_starts_without_one() -> None:
+    parser = SseParser()
+    messages = parser.feed(b"id: 7\r\ndata: {}\r\n\r\ndata: {}\n\n")
+    assert [(m.event_id, m.data) for m in messages] == [(b"7", b"{}"), (None, b"{}")]

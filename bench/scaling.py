@@ -183,7 +183,7 @@ def markdown(sc: dict[str, Any]) -> list[str]:
         "",
         f"Measured at {sc.get('measured_at', 'n/a')}: "
         f"{sc['streams']} concurrent turns of {sc['deltas']:,} deltas from the replay upstream, {sc['reps']} "
-        f"repetitions per worker count, alternating; {sc['cpus']} CPUs, load average {sc['loadavg_start']} at "
+        f"repetition(s) per worker count, alternating; {sc['cpus']} CPUs, load average {sc['loadavg_start']} at "
         f"start and {sc['loadavg_end']} at end. {sc['note']}. Aggregate events/s = all events / (first POST "
         "-> last RUN_FINISHED); cores = CPU seconds / burst duration.",
         "",

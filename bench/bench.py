@@ -39,6 +39,7 @@ from typing import Any
 
 import harness as h
 import loadgen as lg
+import scaling
 from profile_summary import as_text, summarise
 
 FULL = {
@@ -61,6 +62,9 @@ FULL = {
     "state_samples": 200,
     "contention_s": 5.0,
     "phase_turns": 200,
+    "scale_streams": 6,
+    "scale_deltas": 20_000,
+    "scale_reps": 3,
 }
 QUICK = {
     "deltas": 10_000,
@@ -82,8 +86,11 @@ QUICK = {
     "state_samples": 40,
     "contention_s": 2.0,
     "phase_turns": 40,
+    "scale_streams": 4,
+    "scale_deltas": 10_000,
+    "scale_reps": 1,
 }
-SECTIONS = ("throughput", "profile", "latency", "phases", "idle", "state")
+SECTIONS = ("throughput", "profile", "latency", "phases", "idle", "state", "scaling")
 #: The code before issue 14 (durable commits off the event loop): the "before" of the phase breakdown.
 PHASES_BEFORE_REF = "ce69201"
 
@@ -827,6 +834,8 @@ class Bench:
                         self.section_state()
                     elif section == "phases":
                         self.section_phases(replay)
+                    elif section == "scaling":
+                        self.res["scaling"] = scaling.section_scaling(self, replay)
                     elif section == "profile" and "throughput" not in self.sections:
                         bridge = self.bridge("bridge-profile", replay.url)
                         self.warm(bridge.port)
@@ -984,14 +993,8 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     add("one long turn: events/s vs reference", ">= 5x", x, None if x is None else x >= 5, "x")
     x = r.get("bridge_vs_reference_cpu_per_event")
     add("one long turn: CPU per event vs reference", "<= 0.15x", x, None if x is None else x <= 0.15, "x")
-    add(
-        "two workers on two cores: aggregate events/s vs one worker",
-        ">= 1.7x",
-        None,
-        None,
-        "x",
-        "not measured by bench/run yet",
-    )
+    x, met, note = scaling.target(res)
+    add("two workers on two cores: aggregate events/s vs one worker", f">= {scaling.GOAL}x", x, met, "x", note)
     c4 = _get(res, "state", "contention_4p")
     if c4:
         x = ratio(c4.get("p99_us"), c4.get("p50_us"))
@@ -1249,6 +1252,8 @@ def markdown(res: dict[str, Any]) -> str:
             f"| 4 processes | {fmt(c4['txn_per_s'], 0)} ({c4.get('throughput_vs_1p')}x) | {fmt(c4['p50_us'], 0)} | "
             f"{fmt(c4['p99_us'], 0)} ({c4.get('p99_vs_1p')}x) | {fmt(c4['max_us'], 0)} | {c4['per_process_txns']} |",
         ]
+    if isinstance(res.get("scaling"), dict):
+        lines += scaling.markdown(res["scaling"])
     tg = res.get("targets")
     if tg:
         lines += ["", "## Targets (issue 14)", "", "| target | goal | measured | met |", "|---|---|---|---|"]

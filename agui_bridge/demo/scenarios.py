@@ -20,7 +20,7 @@ pipeline   ``pipeline`` (or the message metadata   the "selling" Pipeline: requi
 mixed      ``[mixed]``                             one long turn of every streaming kind: reasoning,
                                                    text, a tool with progress, reasoning, the
                                                    template as text and as an artifact, text,
-                                                   usage, final (~80 AG-UI events)
+                                                   usage, final (~60 AG-UI events)
 fail       ``fail``                                WORKING, then TASK_STATE_FAILED with a status
                                                    message and ``metadata.iac_code.error``
 slow       ``slow`` (``[SLOW <seconds>]`` sets     6 text deltas spread over 24 s by default (or

@@ -17,6 +17,10 @@ pipeline   ``pipeline`` (or the message metadata   the "selling" Pipeline: requi
            ``iac_code.run_mode == "pipeline"``,    candidates, a candidate_selection input, deploy
            which wins over every keyword)          with a sideband permission (task stays WORKING);
                                                    ``[FAIL_DEPLOY]`` makes deploy fail (FAILED)
+mixed      ``[mixed]``                             one long turn of every streaming kind: reasoning,
+                                                   text, a tool with progress, reasoning, the
+                                                   template as text and as an artifact, text,
+                                                   usage, final (~60 AG-UI events)
 fail       ``fail``                                WORKING, then TASK_STATE_FAILED with a status
                                                    message and ``metadata.iac_code.error``
 slow       ``slow`` (``[SLOW <seconds>]`` sets     6 text deltas spread over 24 s by default (or
@@ -426,6 +430,48 @@ def _long(text: str) -> Script:
     for i in range(long_count(text)):
         yield Text(_LONG_WORDS[i % len(_LONG_WORDS)])
     yield Usage()
+    yield Final()
+
+
+MIXED_TOOL_USE_ID = "call_demo_mixed_1"
+
+
+def _mixed(_text: str) -> Script:
+    """One long turn of every streaming kind the kernel sends (for the reattach trials): reasoning,
+    text, a tool call with progress, more reasoning, the template as text and as an artifact, text."""
+    for thought in ("The user wants ", "a VPC. ", "First I should ", "look at the workspace."):
+        yield Thinking(thought)
+    for delta in ("Let me ", "check the ", "workspace first. "):
+        yield Text(delta)
+    tid, name = MIXED_TOOL_USE_ID, "list_files"
+    yield Tool("started", tid, {"name": name})
+    yield Tool("input_delta", tid, {"partialJsonLength": 6})
+    yield Tool("input_delta", tid, {"partialJsonLength": 13})
+    yield Tool(
+        "input_complete",
+        tid,
+        {
+            "name": name,
+            "toolInput": {"path": "."},
+            "inputSummary": {"tool_name": name, "fields": {"path": {"type": "str"}}},
+        },
+    )
+    yield Usage()
+    for progress, message in ((0.25, "Scanning"), (0.5, "Scanning"), (0.75, "Scanning")):
+        yield Tool("progress", tid, {"name": name, "mcpProgress": {"progress": progress, "message": message}})
+    yield Tool("progress", tid, {"name": name, "mcpProgress": {"progress": 1.0, "total": 1.0, "message": "Done"}})
+    yield Tool("completed", tid, {"name": name, "result": DEMO_TOOL_RESULT})
+    for thought in ("There is ", "no VPC yet, ", "so I will write one."):
+        yield Thinking(thought)
+    yield Text("The workspace has 3 files. ")
+    yield Text("Here is a ROS template for a VPC:\n\n```yaml\n")
+    for delta in split_deltas(VPC_TEMPLATE, 30):
+        yield Text(delta)
+    yield Text("```\n")
+    yield Artifact(name="vpc.ros.yaml", content=VPC_TEMPLATE, media_type="application/yaml")
+    for delta in ("I saved it ", "as vpc.ros.yaml. ", "Deploy it ", "when ready."):
+        yield Text(delta)
+    yield Usage(input_tokens=640, output_tokens=260)
     yield Final()
 
 
@@ -858,6 +904,7 @@ def _pipeline(text: str) -> Script:
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("long", ("[long ",), _long, "[LONG <n>]: n text deltas as fast as possible"),
     Scenario("pipeline", ("pipeline",), _pipeline, "the selling Pipeline with a selection and a sideband permission"),
+    Scenario("mixed", ("[mixed]",), _mixed, "reasoning, text, a tool with progress, an artifact, more text"),
     Scenario("fail", ("fail",), _fail, "WORKING then TASK_STATE_FAILED with metadata.iac_code.error"),
     Scenario("slow", ("slow",), _slow, "6 deltas over 24 s, or [SLOW <seconds>]; cancellable"),
     Scenario("two_tools", ("two tools",), _two_tools, "two write_file calls, both waiting for a permission"),

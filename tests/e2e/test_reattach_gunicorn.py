@@ -1,8 +1,9 @@
 """Reattach through gunicorn with 4 gevent workers against the demo agent (issue 15, "Done when").
 
-200 trials, run concurrently in batches: a client is cut at a random event of a run (text, reasoning,
-a tool call with progress, an artifact, a slow turn the bridge keeps reading while nobody is attached,
-and a Pipeline run), then reattaches on a new connection (any worker) with its last id. The stitched
+200 trials, run concurrently in batches: a client is cut at a random event of a run (half of them the
+demo's long `[MIXED]` run: reasoning, text, a tool call with progress, an artifact and more text in one
+turn; a third a Pipeline run; the rest single-kind runs, among them a slow turn the bridge keeps reading
+while nobody is attached), then reattaches on a new connection (any worker) with its last id. The stitched
 stream (deduplicated by id) must equal the same scenario read without a cut, event for event apart
 from timestamps and generated ids; ids are contiguous; there is exactly one terminal event; the
 @ag-ui/client verifier accepts it. Then: the window runs out without a reader (task CANCELED within
@@ -17,6 +18,7 @@ import random
 import re
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +29,7 @@ import requests
 
 from agui_bridge.i18n import translate
 from agui_bridge.state.replay import RecordReader, record_paths
+from agui_bridge.wire.events import ARTIFACT_EVENT, TOOL_PROGRESS_EVENT
 from tests.agui_checks import assert_valid_agui_stream, parse_sse
 from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body, wait_for_task_state
 
@@ -38,13 +41,23 @@ TRIALS = 200
 BATCH = 20
 #: (name, user text, forwardedProps.iacCode extras)
 SCENARIOS: list[tuple[str, str, dict[str, Any]]] = [
+    ("mixed", "a [MIXED] run", {}),
+    ("pipeline", "sell it", {"runMode": "pipeline"}),
     ("tool", "list files with a tool", {}),
     ("reasoning", "[think] about it", {}),
     ("artifact", "a vpc template please", {}),
     ("slow", "slow [SLOW 1]", {}),
     ("long", "[LONG 80]", {}),
-    ("pipeline", "sell it", {"runMode": "pipeline"}),
 ]
+MIXED, PIPELINE, SINGLE_KIND = SCENARIOS[0], SCENARIOS[1], SCENARIOS[2:]
+#: Most cuts land in the long mixed run, alternating with the Pipeline run; every sixth trial takes the
+#: next single-kind scenario, so each one is still cut a few times.
+ROTATION = (MIXED, PIPELINE, MIXED, PIPELINE, MIXED, None)
+
+
+def scenario_of_trial(number: int) -> tuple[str, str, dict[str, Any]]:
+    picked = ROTATION[number % len(ROTATION)]
+    return picked if picked is not None else SINGLE_KIND[(number // len(ROTATION)) % len(SINGLE_KIND)]
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +166,18 @@ def trial(server: BridgeServer, workspace: Path, scenario: tuple[str, str, dict[
     return whole
 
 
+def assert_mixed(reference: list[Any]) -> None:
+    """The mixed run really is one long run of every kind (so the cuts land in all of them)."""
+    assert len(reference) >= 60, len(reference)
+    kinds = [event.get("name", event["type"]) if event["type"] == "CUSTOM" else event["type"] for event in reference]
+    collapsed = [kind for i, kind in enumerate(kinds) if i == 0 or kind != kinds[i - 1]]
+    wanted = ["REASONING_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS", TOOL_PROGRESS_EVENT,
+              "TOOL_CALL_RESULT", "REASONING_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", ARTIFACT_EVENT,
+              "TEXT_MESSAGE_CONTENT", "RUN_FINISHED"]  # fmt: skip
+    assert [kind for kind in collapsed if kind in wanted] == wanted, collapsed
+    assert kinds.count(TOOL_PROGRESS_EVENT) == 4
+
+
 def test_200_cut_runs_reattach_on_any_worker_and_stitch_to_the_uncut_stream(server: BridgeServer) -> None:
     workspace = server.root  # type: ignore[attr-defined]
     reference = {}
@@ -160,7 +185,11 @@ def test_200_cut_runs_reattach_on_any_worker_and_stitch_to_the_uncut_stream(serv
         uncut = read_whole(post(server, body_for(scenario, workspace)))
         events = assert_valid_agui_stream(uncut)
         reference[scenario[0]] = normalise(events, blind=scenario[0] == "pipeline")
-    seeds = [(SCENARIOS[i % len(SCENARIOS)], 1000 + i) for i in range(TRIALS)]
+    assert_mixed(reference["mixed"])
+    seeds = [(scenario_of_trial(i), 1000 + i) for i in range(TRIALS)]
+    counts = Counter(scenario[0] for scenario, _ in seeds)
+    assert counts["mixed"] == TRIALS // 2 and counts["pipeline"] > TRIALS // 4
+    assert all(counts[scenario[0]] >= 5 for scenario in SINGLE_KIND)
     stitched: list[bytes] = []
     with ThreadPoolExecutor(max_workers=BATCH) as pool:
         for start in range(0, TRIALS, BATCH):

@@ -223,3 +223,37 @@ def test_pause_sleeps_once_right_before_the_first_ask() -> None:
     assert steps[ask - 1] == sc.Sleep(3.0)
     assert sum(isinstance(step, sc.Sleep) for step in steps) == 1
     assert isinstance(steps[-1], sc.Final)  # the answer still reaches the script through the wrapper
+
+
+def test_mixed_script_streams_every_kind_in_one_turn() -> None:
+    steps = _steps("a [MIXED] run")
+    kinds = [type(s).__name__ for s in steps]
+    # reasoning, then text, a tool call with progress, reasoning again, text, the artifact, text, usage, final
+    collapsed = [k for i, k in enumerate(kinds) if i == 0 or k != kinds[i - 1]]
+    assert collapsed == [
+        "Thinking",
+        "Text",
+        "Tool",
+        "Usage",
+        "Tool",
+        "Thinking",
+        "Text",
+        "Artifact",
+        "Text",
+        "Usage",
+        "Final",
+    ]
+    tools = [s for s in steps if isinstance(s, sc.Tool)]
+    assert {t.tool_use_id for t in tools} == {sc.MIXED_TOOL_USE_ID}
+    assert [t.status for t in tools] == ["started", "input_delta", "input_delta", "input_complete"] + [
+        "progress"
+    ] * 4 + ["completed"]
+    (artifact,) = [s for s in steps if isinstance(s, sc.Artifact)]
+    assert artifact.name == "vpc.ros.yaml" and artifact.content == sc.VPC_TEMPLATE
+    assert sum(isinstance(s, sc.Text) for s in steps) >= 30
+    assert len(steps) >= 50  # ~60 AG-UI events once the bridge opens and closes messages and tool calls
+
+
+@pytest.mark.parametrize("text", ["[mixed]", "[MIXED] a slow tool that may fail to think", "a [Mixed] template"])
+def test_mixed_marker_wins_over_the_single_kind_keywords(text: str) -> None:
+    assert sc.select_scenario(text).name == "mixed"

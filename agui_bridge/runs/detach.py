@@ -76,9 +76,10 @@ class Detacher:
 
     def client_departed(self) -> None:
         """The client closed its socket: with a window the run detaches, without one it ends."""
-        if not self._end.finished:
-            self.departed = True
-            self._pacer.request_depart()
+        if self.departed or self.detached or self._end.finished:
+            return  # already acted on: a detached run goes on without its client
+        self.departed = True
+        self._pacer.request_depart()
 
     def body(self, frames: Iterator[bytes]) -> Iterator[bytes]:
         """What the server writes. When the client's socket closed and the run may detach, stop here without
@@ -92,6 +93,7 @@ class Detacher:
         """Hand the generator to a background task that drives it (recording every frame) until the run
         ends, or until the window passes with no reader on any worker, which cancels it."""
         self.detached = True
+        self._pacer.client_gone = False  # a departure noticed before a failed write is handled by this detach
         if client_socket is not None:  # the connection is gone: give the socket back its own timeout now
             sock, previous = client_socket
             try:

@@ -7,7 +7,8 @@ The life cycle is docs/design.md#run-life-cycle; each concept lives in its own m
 * `runs/turn.py`: what each A2A event does (identity, commits, acceptance, projection, interrupts);
 * `runs/ending.py`: the one way a run ends (outcome, task, lease, terminal event);
 * `runs/failures.py`: what a failed kernel call means to the client;
-* `runs/emit.py`: the one way out: every event shown passes through `Emitter`, numbered.
+* `runs/emit.py`: the one way out: every event shown passes through `Emitter`, numbered;
+* `runs/detach.py`: the run's record, and detach instead of cancel when its client leaves.
 
 This module only sequences them: RUN_STARTED, reopened Pipeline steps, the preflight or the new
 run's send, the read loop, the terminal event, and the clean-up when the server closes the body.
@@ -21,15 +22,16 @@ from collections.abc import Iterator
 from itertools import chain
 from typing import Any
 
-from agui_bridge import metrics, tracing
+from agui_bridge import tracing
 from agui_bridge.a2a.errors import A2AError
 from agui_bridge.a2a.signals import TERMINAL_STATES
-from agui_bridge.errors import A2AUnavailable, BridgeError, Cancelled, ErrorCode
+from agui_bridge.errors import A2AUnavailable, BridgeError, ErrorCode
 from agui_bridge.logs import bind_log_context
 from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.deps import StreamDeps
+from agui_bridge.runs.detach import Detacher
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.ending import RunEnd, RunEnded
 from agui_bridge.runs.failures import bridge_error
@@ -39,7 +41,7 @@ from agui_bridge.runs.preflight import ResumePreflight
 from agui_bridge.runs.pump import ClientGone, Pacer, Pump, Signal, StopRequested
 from agui_bridge.runs.turn import RunTurn
 from agui_bridge.runs.upstream import Item, SendOpened, UnaryAccepted, Upstream, user_message_params
-from agui_bridge.state.replay import RecordHead, RunRecord, ros_digest
+from agui_bridge.state.replay import RunRecord
 from agui_bridge.validation.run_input import RunInput
 from agui_bridge.wire import events as ev
 from agui_bridge.wire.events import Event
@@ -48,8 +50,6 @@ log = logging.getLogger(__name__)
 
 #: Upper bound of AG-UI events written in one socket write when the pump is ahead of the client.
 _COALESCE_MAX_EVENTS = 256
-#: How often a detached run looks for readers (docs/design.md#reattach).
-_DETACHED_CHECK_S = 0.25
 
 
 class RunStream:
@@ -78,13 +78,10 @@ class RunStream:
             client=deps.client, observer=observer, interrupt_ttl_s=settings.interrupt_ttl_s,
         )  # fmt: skip
         self.emitter = Emitter(observer)  # every event this run shows passes through it (a recorder's seam)
-        self.record = self._new_record()
-        self.emitter.sink = self.record
-        self._window_expired = False  # a detached run's window ran out: it ends RUN_ERROR CANCELLED
-        self.detached = False
-        self._departed = False  # the client's socket reached EOF (client_departed)
         self._pacer = Pacer(deps.runtime, settings.heartbeat_interval_s, self.emitter.heartbeat)
-        self._pacer.detaches_on_departure = self._detaches_on_departure
+        self._detacher = Detacher(
+            settings, ticket, self._end, self._pacer, self.emitter, runtime=deps.runtime, live=self._live
+        )  # the record is the emitter's sink from here on
         self._pump: Pump | None = None
         self._generator: Iterator[bytes] | None = None
         self._started = False
@@ -99,6 +96,16 @@ class RunStream:
     def key(self) -> str:
         """The run key (executionId/runId) this run is registered and signalled by."""
         return self._ticket.key
+
+    @property
+    def record(self) -> RunRecord | None:
+        """The run's record for reattach (None when recording is off)."""
+        return self._detacher.record
+
+    @property
+    def detached(self) -> bool:
+        """The client left and the run goes on in the background (docs/design.md#reattach)."""
+        return self._detacher.detached
 
     @property
     def outcome(self) -> Outcome:
@@ -122,15 +129,12 @@ class RunStream:
     def client_departed(self) -> None:
         """The client closed its socket (`runtime.watch_client_eof`): act now, as a disconnect would at
         the next write, instead of at the next heartbeat. With a reattach window the run detaches
-        (`_body` hands it to `close()`); without one it ends and its task is cancelled."""
-        if self._departed or self.detached or self._end.finished:
-            return  # already acted on: a detached run goes on without its client
-        self._departed = True
-        self._pacer.request_depart()
+        (the body hands it to `close()`); without one it ends and its task is cancelled."""
+        self._detacher.client_departed()
 
-    def _detaches_on_departure(self) -> bool:
-        """The pacer's question when the client left: yield to `_body` (detach) or end the run."""
-        return self._can_detach()
+    def _live(self) -> bool:
+        """The generator started and was not cleaned up: only such a run can detach."""
+        return self._generator is not None and self._started and not self._cleaned
 
     # ---- the WSGI body ----------------------------------------------------------------------
 
@@ -140,111 +144,18 @@ class RunStream:
                 self._events(), "agui.run", self._trace_attributes(), parent=self._trace_parent,
                 outcome=lambda: self.outcome, error_code=lambda: self.error_code, link=self._ticket.trace_link,
             )  # fmt: skip
-        return self._body(self._generator)
-
-    def _body(self, frames: Iterator[bytes]) -> Iterator[bytes]:
-        """What the server writes. When the client's socket closed and the run may detach, stop here without
-        closing `frames`: the server then calls `close()`, which hands `frames` to the detached driver."""
-        for frame in frames:
-            if self._departed and self._can_detach():
-                return
-            yield frame
+        return self._detacher.body(self._generator)
 
     def close(self) -> None:
         """Called by the WSGI server when the response ends or the client went away."""
-        if self._can_detach():
-            self._detach()
+        if self._detacher.can_detach():
+            assert self._generator is not None
+            bound, self.client_socket = self.client_socket, None
+            self._detacher.detach(self._generator, bound, self._cleanup)
             return
         if self._generator is not None and self._started:
             self._generator.close()  # type: ignore[attr-defined]
         self._cleanup()
-
-    # ---- detach instead of cancel (docs/design.md#reattach) ------------------------------------
-
-    def _new_record(self) -> RunRecord | None:
-        settings = self._settings
-        if settings.reattach_max_bytes <= 0:
-            return None
-        ticket = self._ticket
-        head = RecordHead(
-            ticket.thread_id, ticket.run_id, ros_digest(ticket.ros_invocation_id), ticket.owner, ev.now_ms()
-        )
-        return RunRecord(settings.state_dir, head, max_bytes=settings.reattach_max_bytes)
-
-    def _can_detach(self) -> bool:
-        """The client went away mid-run and a reader may come back: keep the run going instead."""
-        record = self.record
-        return (
-            self._settings.reattach_window_s > 0
-            and self._generator is not None
-            and self._started
-            and not self._cleaned
-            and not self._end.finished
-            and not self.detached
-            and not self._pacer.stop_requested
-            and record is not None
-            and not record.stopped
-        )
-
-    def _detach(self) -> None:
-        """Hand the generator to a background task that drives it (recording every frame) until the run
-        ends, or until the window passes with no reader on any worker, which cancels it."""
-        self.detached = True
-        self._pacer.client_gone = False  # a departure noticed before a failed write is handled by this detach
-        bound, self.client_socket = self.client_socket, None
-        if bound is not None:  # the connection is gone: give the socket back its own timeout now
-            sock, previous = bound
-            try:
-                sock.settimeout(previous)
-            except OSError:
-                log.debug("client socket timeout not restored", exc_info=True)
-        metrics.RUNS_DETACHED.inc()
-        log.info("client left a live run: detached", extra={"run_id": self._ticket.run_id})
-        runtime = self._deps.runtime
-        runtime.spawn(self._watch_readers, name=f"detached-watch:{self._ticket.run_id}")
-        runtime.spawn(self._drive_detached, name=f"detached:{self._ticket.run_id}")
-
-    def _drive_detached(self) -> None:
-        generator = self._generator
-        assert generator is not None
-        try:
-            for _ in generator:
-                pass  # every frame was recorded by the emitter's sink; nobody is connected to show it
-        except Exception:
-            log.exception("detached run failed", extra={"run_id": self._ticket.run_id})
-        finally:
-            self._cleanup()
-
-    def _watch_readers(self) -> None:
-        """Cancel the run once no reader was seen for the whole window."""
-        record = self.record
-        assert record is not None
-        window_s = self._settings.reattach_window_s
-        last_seen = time.monotonic()
-        runtime = self._deps.runtime
-        while not self._cleaned and not self._end.finished:
-            runtime.sleep(_DETACHED_CHECK_S)
-            now = time.monotonic()
-            if record.readers_present():
-                last_seen = now
-            elif now - last_seen >= window_s:
-                self._window_expired = True
-                metrics.RUNS_WINDOW_EXPIRED.inc()
-                log.info("no reader within the reattach window: cancelling", extra={"run_id": self._ticket.run_id})
-                self._pacer.request_stop()
-                return
-
-    def _record_abandon(self) -> None:
-        """The client left and the run was cancelled without a terminal event (window 0, or it could
-        not detach): the record still ends, so a reattach gets RUN_ERROR CANCELLED instead of waiting."""
-        assert self.record is not None
-        shown_code = self._end.error_code  # the trace reports what the client was shown, not this
-        try:
-            self.emitter.record_only(self._end.error_events(Cancelled("client_disconnected")))
-        except Exception:  # the run is over either way; only the record misses its end
-            log.warning("the end of an abandoned run was not recorded", exc_info=True)
-        finally:
-            self._end.error_code = shown_code
 
     def _trace_attributes(self) -> dict[str, str | bool]:
         ticket = self._ticket
@@ -295,7 +206,7 @@ class RunStream:
             except RunEnded as ended:
                 yield emit(ended.events)
             except StopRequested:
-                yield emit(self._end.window_expired() if self._window_expired else self._end.shutdown())
+                yield emit(self._end.window_expired() if self._detacher.window_expired else self._end.shutdown())
             except ClientGone:
                 return  # nobody to tell and no reattach window: the clean-up handles it as a disconnect
             except BridgeError as error:
@@ -387,10 +298,7 @@ class RunStream:
             self._pump.stop()
         abandoned = not self._end.finished
         self._end.abandon()  # a no-op for a run that already ended
-        if self.record is not None:
-            if abandoned and self._started:
-                self._record_abandon()
-            self.record.close()
+        self._detacher.close_record(abandoned=abandoned and self._started)
         outcome = self.outcome
         duration_s = time.monotonic() - self._started_at
         ticket = self._ticket

@@ -1,0 +1,103 @@
+"""The run record's on-disk layout, shared by its writer, its readers and retention (docs/design.md#reattach).
+
+Where a run's files live (`<state-dir>/replay/<name>.sse`, `.gone`, `.readers/`), how a name is made from
+(threadId, runId) without letting client text reach a path, and the header that says who the run belongs to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+REPLAY_DIR = "replay"
+RECORD_SUFFIX = ".sse"
+TOMBSTONE_SUFFIX = ".gone"
+READERS_SUFFIX = ".readers"
+HEADER_PREFIX = b": record "
+TRUNCATED_FRAME = b": truncated\n\n"
+TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+#: The header line is bounded: ids are bounded by admission, the rest is fixed-size.
+MAX_HEADER_BYTES = 4096
+
+
+def record_name(thread_id: str, run_id: str) -> str:
+    """A fixed-length file name for a run: no client text reaches the file system."""
+    return hashlib.sha256(f"{thread_id}\x00{run_id}".encode()).hexdigest()
+
+
+def ros_digest(ros_invocation_id: str) -> str:
+    return hashlib.sha256(ros_invocation_id.encode("utf-8")).hexdigest()
+
+
+def replay_dir(state_dir: Path) -> Path:
+    return Path(state_dir) / REPLAY_DIR
+
+
+def ensure_replay_dir(state_dir: Path) -> Path:
+    directory = replay_dir(state_dir)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return directory
+
+
+def record_paths(state_dir: Path, thread_id: str, run_id: str) -> tuple[Path, Path, Path]:
+    """(record, tombstone, readers directory) of a run."""
+    base = replay_dir(state_dir) / record_name(thread_id, run_id)
+    return (
+        base.with_name(base.name + RECORD_SUFFIX),
+        base.with_name(base.name + TOMBSTONE_SUFFIX),
+        base.with_name(base.name + READERS_SUFFIX),
+    )
+
+
+@dataclass(frozen=True)
+class RecordHead:
+    """Who the run belongs to: checked before a reader sees anything."""
+
+    thread_id: str
+    run_id: str
+    ros: str
+    owner: str
+    started_ms: int
+
+    def encode(self) -> bytes:
+        body = {"v": 1, "threadId": self.thread_id, "runId": self.run_id, "ros": self.ros}
+        body |= {"owner": self.owner, "startedMs": self.started_ms}
+        return HEADER_PREFIX + json.dumps(body, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+    def matches(self, thread_id: str, ros_invocation_id: str) -> bool:
+        same_ros = hmac.compare_digest(self.ros.encode(), ros_digest(ros_invocation_id).encode())
+        return same_ros and self.thread_id == thread_id
+
+
+def parse_head(block: bytes) -> RecordHead | None:
+    if not block.startswith(HEADER_PREFIX):
+        return None
+    try:
+        body = json.loads(block[len(HEADER_PREFIX) :].strip())
+        return RecordHead(
+            str(body["threadId"]), str(body["runId"]), str(body["ros"]), str(body["owner"]), int(body["startedMs"])
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+__all__ = [
+    "HEADER_PREFIX",
+    "MAX_HEADER_BYTES",
+    "READERS_SUFFIX",
+    "RECORD_SUFFIX",
+    "REPLAY_DIR",
+    "TERMINAL_TYPES",
+    "TOMBSTONE_SUFFIX",
+    "TRUNCATED_FRAME",
+    "RecordHead",
+    "ensure_replay_dir",
+    "parse_head",
+    "record_name",
+    "record_paths",
+    "replay_dir",
+    "ros_digest",
+]

@@ -26,7 +26,7 @@ from agui_bridge.runs.observer import NULL_OBSERVER, Outcome, RunObserver
 from agui_bridge.runs.registry import PROCESS_RUNS, TrackedRun
 from agui_bridge.runs.stream import RunStream
 from agui_bridge.runs.workspace import resolve_cwd
-from agui_bridge.runtime import Runtime, TaskHandle, watch_client_eof
+from agui_bridge.runtime import Runtime, watch_client_eof
 from agui_bridge.settings import Settings
 from agui_bridge.state.beacon import Beacons
 from agui_bridge.state.lease import lease_is_live, lease_key
@@ -63,7 +63,6 @@ class BridgeService:
         self._admitting = 0  # requests between the capacity check and their stream's registration
         self._active_lock = threading.Lock()
         self._streams: dict[str, RunStream | GuidanceStream] = {}  # by run key (RunStream.key)
-        self._client_watches: dict[str, TaskHandle] = {}  # by run key: client EOF watchers (gevent only)
         self.beacons = Beacons(settings.state_dir)
         self._beacon_started = False
         self.last_activity = time.monotonic()
@@ -93,10 +92,8 @@ class BridgeService:
             self._active -= 1
             if self._streams.get(stream.key) is stream:
                 del self._streams[stream.key]
-        watch = self._client_watches.pop(stream.key, None)
-        if watch is not None:
-            watch.stop(0)
         if isinstance(stream, RunStream):
+            stream.stop_client_watch()
             PROCESS_RUNS.remove(stream.key, stream)
             self.beacons.discard_cancel(stream.key)
         release_client_socket(stream.client_socket)
@@ -252,9 +249,7 @@ class BridgeService:
             self._active += 1
             self._streams[stream.key] = stream
         PROCESS_RUNS.add(stream.key, stream)
-        watch = watch_client_eof(client_socket, stream.client_departed)  # README "Capacity"
-        if watch is not None:
-            self._client_watches[stream.key] = watch
+        stream.client_watch = watch_client_eof(client_socket, stream.client_departed)  # README "Capacity"
         return stream
 
     def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> dict[str, str]:

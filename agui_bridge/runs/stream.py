@@ -41,6 +41,7 @@ from agui_bridge.runs.preflight import ResumePreflight
 from agui_bridge.runs.pump import ClientGone, Pacer, Pump, Signal, StopRequested
 from agui_bridge.runs.turn import RunTurn
 from agui_bridge.runs.upstream import Item, SendOpened, UnaryAccepted, Upstream, user_message_params
+from agui_bridge.runtime import TaskHandle
 from agui_bridge.state.replay import RunRecord
 from agui_bridge.validation.run_input import RunInput
 from agui_bridge.wire import events as ev
@@ -91,6 +92,8 @@ class RunStream:
         observer.run_started()
         self._trace_parent = tracing.capture()  # the request's span: the body is iterated after it
         self.client_socket: Any = None  # set by the service: the socket whose write deadline it set
+        #: The client-EOF watcher the service armed (gevent only); stopped before the socket is given up.
+        self.client_watch: TaskHandle | None = None
 
     @property
     def key(self) -> str:
@@ -150,12 +153,19 @@ class RunStream:
         """Called by the WSGI server when the response ends or the client went away."""
         if self._detacher.can_detach():
             assert self._generator is not None
+            self.stop_client_watch()  # the server closes the socket now; the run goes on without it
             bound, self.client_socket = self.client_socket, None
             self._detacher.detach(self._generator, bound, self._cleanup)
             return
         if self._generator is not None and self._started:
             self._generator.close()  # type: ignore[attr-defined]
         self._cleanup()
+
+    def stop_client_watch(self) -> None:
+        """Disarm the EOF watcher before its socket is closed (a watcher must not outlive its fd)."""
+        watch, self.client_watch = self.client_watch, None
+        if watch is not None:
+            watch.stop(0)
 
     def _trace_attributes(self) -> dict[str, str | bool]:
         ticket = self._ticket

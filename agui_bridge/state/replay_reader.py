@@ -103,14 +103,28 @@ class RecordReader:
                 with contextlib.suppress(ValueError):
                     position = int(line[4:])
             elif line.startswith(b"data: "):
-                with contextlib.suppress(ValueError, AttributeError):
-                    event_type = str(json.loads(line[6:]).get("type", ""))
+                event_type = _event_type(line[6:])
         if position <= 0:
             return
         self.last_position = position
         if event_type in TERMINAL_TYPES:
             self.finished = True
         out.append(Frame(position, event_type, block))
+
+
+_TYPE_PREFIX = b'{"type":"'
+
+
+def _event_type(data: bytes) -> str:
+    """The event's `type` without decoding the whole event: the bridge writes `type` first (a replay of a
+    long run reads every frame, on the hub); anything else is decoded."""
+    if data.startswith(_TYPE_PREFIX):
+        end = data.find(b'"', len(_TYPE_PREFIX))
+        if end > 0:
+            return data[len(_TYPE_PREFIX) : end].decode("ascii", "replace")
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(json.loads(data).get("type", ""))
+    return ""
 
 
 def read_tombstone(path: Path) -> RecordHead | None:

@@ -224,3 +224,18 @@ def test_a_follower_of_a_dead_owner_seals_and_ends(tmp_path: Path, monkeypatch: 
     out = b"".join(reattach_module.follow(attach, SleepRuntime(), settings, "en"))  # type: ignore[arg-type]
     assert out.startswith(b'id: 3\ndata: {"type":"RUN_ERROR"') and out.endswith(b"\n\n")
     assert not list(record_paths(tmp_path, "t", "r")[2].glob("*"))  # the reader's marker is gone
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b'{"type":"RUN_ERROR","code":"CANCELLED"}', "RUN_ERROR"),  # the bridge's own frames: type first
+        (b'{"threadId":"t","type":"RUN_FINISHED"}', "RUN_FINISHED"),  # any other order is decoded
+        (b"not json", ""),
+        (b"[1, 2]", ""),
+    ],
+)
+def test_a_frames_type_is_read_without_decoding_the_bridges_own_events(data: bytes, expected: str) -> None:
+    from agui_bridge.state.replay_reader import _event_type
+
+    assert _event_type(data) == expected

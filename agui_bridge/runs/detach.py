@@ -116,16 +116,22 @@ class Detacher:
             cleanup()
 
     def _watch_readers(self) -> None:
-        """Cancel the run once no reader was seen for the whole window."""
+        """Cancel the run once no reader was seen for the whole window, or at once when its record stopped
+        (no reader can ever reattach to it then)."""
         record = self.record
         assert record is not None
         last_seen = time.monotonic()
         while self._live() and not self._end.finished:
             self._runtime.sleep(_DETACHED_CHECK_S)
             now = time.monotonic()
-            if record.readers_present():
+            if record.stopped and not record.finished:
+                expired = True  # truncated or unwritable: every reattach is 410, no reader can come
+            elif record.readers_present():
                 last_seen = now
-            elif now - last_seen >= self._window_s:
+                expired = False
+            else:
+                expired = now - last_seen >= self._window_s
+            if expired:
                 self.window_expired = True
                 metrics.RUNS_WINDOW_EXPIRED.inc()
                 log.info("no reader within the reattach window: cancelling", extra={"run_id": self._ticket.run_id})

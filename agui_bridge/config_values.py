@@ -32,9 +32,7 @@ def port(value: Any) -> int:
 
 
 def positive_int(value: Any) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(value)
-    number = int(value)
+    number = non_negative_int(value)
     if number < 1:
         raise ValueError(value)
     return number

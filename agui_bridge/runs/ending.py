@@ -196,23 +196,25 @@ class RunEnd:
         The task is cancelled before the terminal event, since the process may exit right after; a
         run whose interrupt is still pending (a resume not yet accepted) keeps it.
         """
-        retire = not self._ticket.pending
-        self.end(Outcome.SHUTDOWN, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if retire else Task.KEEP)
+        self._end_cancelling(Outcome.SHUTDOWN)
         return self.error_events(Cancelled("server_shutdown"))
 
     def window_expired(self) -> list[Event]:
         """A detached run nobody reattached to within the window (docs/design.md#reattach): like a
         disconnect (the task is cancelled unless an interrupt is pending), but recorded as RUN_ERROR
         CANCELLED, which a later reattach replays."""
-        retire = not self._ticket.pending
-        self.end(Outcome.CANCELLED, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if retire else Task.KEEP)
+        self._end_cancelling(Outcome.CANCELLED)
         return self.error_events(Cancelled("reattach_window_expired"))
 
     def abandon(self) -> None:
         """The client went away mid-run: cancel the task unless an interrupt is pending
         (docs/design.md#decision-disconnect-cancels-task). The outcome stays undecided: disconnected."""
+        self._end_cancelling(None)
+
+    def _end_cancelling(self, outcome: Outcome | None) -> None:
+        """Retire and cancel the task now, unless an interrupt is still pending (then both are kept)."""
         retire = not self._ticket.pending
-        self.end(None, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if retire else Task.KEEP)
+        self.end(outcome, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if retire else Task.KEEP)
 
     # ---- terminal events -----------------------------------------------------------------------
 

@@ -129,6 +129,15 @@ class PrometheusObserver:
     def resume_preflight(self, seconds: float) -> None:
         RESUME_PREFLIGHT.observe(seconds)
 
+    def run_detached(self) -> None:
+        RUNS_DETACHED.inc()
+
+    def window_expired(self) -> None:
+        RUNS_WINDOW_EXPIRED.inc()
+
+    def reattached(self) -> None:
+        REATTACHES.inc()
+
 
 def render() -> tuple[bytes, str]:
     """The exposition text: summed over all workers in multiprocess mode."""

@@ -67,6 +67,7 @@ class BridgeService:
         self._beacon_started = False
         self.last_activity = time.monotonic()
         self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end, observer=observer)
+        self.observer = observer  # what the web layer reports through too (reattaches)
 
     def health(self) -> dict[str, Any]:
         return {

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from agui_bridge import metrics
 from agui_bridge.errors import Cancelled
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.ending import RunEnd
+from agui_bridge.runs.observer import RunObserver
 from agui_bridge.runs.pump import Pacer
 from agui_bridge.runtime import Runtime
 from agui_bridge.settings import Settings
@@ -45,7 +45,7 @@ class Detacher:
 
     def __init__(
         self, settings: Settings, ticket: RunTicket, end: RunEnd, pacer: Pacer, emitter: Emitter,
-        *, runtime: Runtime, live: Callable[[], bool],
+        *, runtime: Runtime, live: Callable[[], bool], observer: RunObserver,
     ) -> None:  # fmt: skip
         self._window_s = settings.reattach_window_s
         self._ticket = ticket
@@ -54,6 +54,7 @@ class Detacher:
         self._emitter = emitter
         self._runtime = runtime
         self._live = live
+        self._observer = observer
         self.record = new_record(settings, ticket)
         emitter.sink = self.record
         self.window_expired = False  # a detached run's window ran out: it ends RUN_ERROR CANCELLED
@@ -100,7 +101,7 @@ class Detacher:
                 sock.settimeout(previous)
             except OSError:
                 log.debug("client socket timeout not restored", exc_info=True)
-        metrics.RUNS_DETACHED.inc()
+        self._observer.run_detached()
         log.info("client left a live run: detached", extra={"run_id": self._ticket.run_id})
         run_id = self._ticket.run_id
         self._runtime.spawn(self._watch_readers, name=f"detached-watch:{run_id}")
@@ -133,7 +134,7 @@ class Detacher:
                 expired = now - last_seen >= self._window_s
             if expired:
                 self.window_expired = True
-                metrics.RUNS_WINDOW_EXPIRED.inc()
+                self._observer.window_expired()
                 log.info("no reader within the reattach window: cancelling", extra={"run_id": self._ticket.run_id})
                 self._pacer.request_stop()
                 return

@@ -39,6 +39,9 @@ class RunObserver(Protocol):
     def time_to_run_started(self, seconds: float) -> None: ...
     def first_upstream_event(self, seconds: float) -> None: ...
     def resume_preflight(self, seconds: float) -> None: ...
+    def run_detached(self) -> None: ...
+    def window_expired(self) -> None: ...
+    def reattached(self) -> None: ...
 
 
 class NullObserver:
@@ -78,6 +81,15 @@ class NullObserver:
         pass
 
     def resume_preflight(self, seconds: float) -> None:
+        pass
+
+    def run_detached(self) -> None:
+        pass
+
+    def window_expired(self) -> None:
+        pass
+
+    def reattached(self) -> None:
         pass
 
 

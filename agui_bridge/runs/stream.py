@@ -81,7 +81,14 @@ class RunStream:
         self.emitter = Emitter(observer)  # every event this run shows passes through it (a recorder's seam)
         self._pacer = Pacer(deps.runtime, settings.heartbeat_interval_s, self.emitter.heartbeat)
         self._detacher = Detacher(
-            settings, ticket, self._end, self._pacer, self.emitter, runtime=deps.runtime, live=self._live
+            settings,
+            ticket,
+            self._end,
+            self._pacer,
+            self.emitter,
+            runtime=deps.runtime,
+            live=self._live,
+            observer=observer,
         )  # the record is the emitter's sink from here on
         self._pump: Pump | None = None
         self._generator: Iterator[bytes] | None = None

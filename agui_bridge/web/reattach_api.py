@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from agui_bridge import metrics
 from agui_bridge.runs.reattach import follow, open_reattach, parse_cursor
 from agui_bridge.web.context import get_service
 from agui_bridge.web.http_errors import request_language
@@ -26,7 +25,7 @@ def reattach_view(thread_id: str, run_id: str) -> Response:
     language = request_language(settings.default_language)
     cursor = parse_cursor(request.headers.get("Last-Event-ID"), request.args.get("after"))
     attach = open_reattach(settings, thread_id, run_id, request.args.get("rosInvocationId"), cursor)
-    metrics.REATTACHES.inc()
+    service.observer.reattached()
     store = service.store
 
     def run_over() -> bool:

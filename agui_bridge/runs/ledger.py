@@ -63,7 +63,7 @@ class RunLedger:
             if session_id is not None:
                 state.session_id = session_id
 
-        self._update(mutate)
+        self._update(mutate, durability=Durability.CRASH)  # C3, docs/design.md#commit-durability
         if task_id is not None:
             self._ticket.task_id = task_id
         if session_id is not None:

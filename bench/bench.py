@@ -425,13 +425,20 @@ class Bench:
 
     # ---- latency -------------------------------------------------------------------------------------
 
-    def latency_case(self, port: int, make: Any, *, a2a: bool) -> dict[str, Any]:
+    def latency_case(self, port: int, make: Any, *, a2a: bool, pid: int | None = None) -> dict[str, Any]:
+        """`pid`: the server process whose CPU per turn is recorded (`server_cpu_ms_per_turn`: utime + stime of
+        all its threads over the repetition / turns); wall times on a shared machine hold everyone's load."""
         cfg = self.cfg
         per_rep: dict[str, dict[str, list[float | None]]] = {"1": {}, str(cfg["lat_clients"]): {}}
         errors: list[str] = []
         for _ in range(cfg["lat_reps"]):
             for clients, turns in ((1, cfg["lat_turns_1"]), (cfg["lat_clients"], cfg["lat_turns_100"])):
+                cpu0 = h.cpu_seconds(pid) if pid is not None else 0.0
                 recs = asyncio.run(lg.concurrent_turns(port, make, clients, turns, a2a=a2a))
+                if pid is not None:
+                    time.sleep(0.15)  # the clean-up of the last turn is charged too
+                    cpu_ms = (h.cpu_seconds(pid) - cpu0) * 1000 / max(1, len(recs))
+                    per_rep[str(clients)].setdefault("server_cpu_ms_per_turn", []).append(round(cpu_ms, 3))
                 ok = [r for r in recs if r.t_end is not None and r.error is None and r.terminal]
                 errors += [f"{r.error} {r.body[:120]!r}" for r in recs if r not in ok][:5]
                 turn_ms = [(r.t_end - r.t_start) * 1000 for r in ok]  # type: ignore[operator]
@@ -469,14 +476,18 @@ class Bench:
         h.log("latency: bridge")
         bridge = self.bridge("bridge-latency", replay.url)
         self.warm(bridge.port)
-        out["bridge"] = self.latency_case(bridge.port, lambda: self.agui_req(bridge.port, text), a2a=False)
+        out["bridge"] = self.latency_case(
+            bridge.port, lambda: self.agui_req(bridge.port, text), a2a=False, pid=bridge.pid
+        )
         self.stop(bridge)
         ref = self.reference("reference-latency", replay.url)
         if ref is not None:
             h.log("latency: reference adapter")
             try:
                 self.warm(ref.port)
-                out["reference"] = self.latency_case(ref.port, lambda: self.agui_req(ref.port, text), a2a=False)
+                out["reference"] = self.latency_case(
+                    ref.port, lambda: self.agui_req(ref.port, text), a2a=False, pid=ref.pid
+                )
             except Exception as exc:  # the reference failing is a result, not a bench failure
                 out["reference"] = {"error": repr(exc)[-500:]}
             self.stop(ref)
@@ -1101,8 +1112,9 @@ def markdown(res: dict[str, Any]) -> str:
             "",
             "## Latency: a 10-delta turn (new connection per turn, new thread per turn)",
             "",
-            "| case | clients | turn p50 ms | turn p99 ms | RUN_STARTED p50 ms | RUN_STARTED p99 ms |",
-            "|---|---|---|---|---|---|",
+            "| case | clients | turn p50 ms | turn p99 ms | RUN_STARTED p50 ms | RUN_STARTED p99 ms "
+            "| server CPU ms/turn |",
+            "|---|---|---|---|---|---|---|",
         ]
         for name, key in (
             ("replay upstream direct (first event)", "direct"),
@@ -1116,7 +1128,8 @@ def markdown(res: dict[str, Any]) -> str:
                 d = case.get(f"clients_{clients}", {})
                 lines.append(
                     f"| {name} | {clients} | {fmt(d.get('turn_ms_p50'), 2)} | {fmt(d.get('turn_ms_p99'), 2)} | "
-                    f"{fmt(d.get('run_started_ms_p50'), 2)} | {fmt(d.get('run_started_ms_p99'), 2)} |"
+                    f"{fmt(d.get('run_started_ms_p50'), 2)} | {fmt(d.get('run_started_ms_p99'), 2)} | "
+                    f"{fmt(d.get('server_cpu_ms_per_turn'), 2)} |"
                 )
     idle = res.get("idle")
     if idle:
@@ -1203,8 +1216,8 @@ def markdown(res: dict[str, Any]) -> str:
             f"{ph['after'].get('upstream_connections_opened')} upstream connection(s) opened for "
             f"{ph['after'].get('turns_total')} turns.",
             "",
-            "| phase | before | after |",
-            "|---|---|---|",
+            "| phase | before | after | CPU p50 before | CPU p50 after |",
+            "|---|---|---|---|---|",
         ]
         for phase, cell in ph["after"]["phases"].items():
             old = _get(ph, "before", "phases", phase) or {}
@@ -1212,7 +1225,10 @@ def markdown(res: dict[str, Any]) -> str:
             def show(c: dict[str, Any]) -> str:
                 return "n/a" if c.get("p50_us") is None else f"{_num(c['p50_us'], 0)} ({_num(c['p90_us'], 0)})"
 
-            lines.append(f"| {phase} | {show(old)} | {show(cell)} |")
+            def cpu(c: dict[str, Any]) -> str:  # process CPU (all threads) inside the phase: bench/phases.py
+                return "n/a" if c.get("cpu_p50_us") is None else _num(c["cpu_p50_us"], 0)
+
+            lines.append(f"| {phase} | {show(old)} | {show(cell)} | {cpu(old)} | {cpu(cell)} |")
     st = res.get("state")
     if st:
         lines += [

@@ -15,14 +15,20 @@ found by name; a function missing from the version measured gives `n/a`, never a
 * admit      `service.admit_run`: lock, read, decide, commit C1
 * connect    `A2AClient.open_stream`: the POST to the kernel until its response headers
 * first byte from `open_stream` returning until the stream handles its first A2A event
-* project    `RunStream._handle`: A2A events to AG-UI events (includes the identity commit C3)
+* project    `RunTurn.handle` (before the split of the stream: `RunStream._handle`): A2A events to AG-UI
+             events (includes the identity commit C3)
 * commit C3  `RunLedger.record_identity` (also inside project)
-* write      `RunStream._encode`: AG-UI events to SSE bytes
-* finish     `RunStream._finish` + `RunStream._cleanup`: the terminal event, release (C7), clean-up
+* write      `Emitter.events` (before: `RunStream._encode`): AG-UI events to SSE bytes
+* finish     `RunTurn.finish` + `RunStream._cleanup` (before: `RunStream._finish` + `_cleanup`): the
+             terminal event, release (C7), clean-up
+* commit C7  `RunLedger.finish` (also inside finish)
 * total      POST to the end of the response body, and `other` = total - the phases (the generator,
              queues, greenlet switches, Flask, the test client)
 
-Prints one JSON object: per phase the median and p90 in microseconds over the turns (after warm-up).
+Prints one JSON object: per phase the median and p90 in microseconds over the turns (after warm-up), of
+wall time (`p50_us`, `p90_us`) and of the process's CPU time (`cpu_p50_us`: `time.process_time`, every
+thread, so a commit's work on the writer thread counts; on a shared machine it is far less noisy than the
+wall time, which also holds the waits for the disk and for the other processes on the cores).
 """
 
 from __future__ import annotations
@@ -44,8 +50,13 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-PHASES = ("parse", "validate", "admit", "connect", "first_byte", "project", "commit_c3", "write", "finish")
+PHASES = (
+    "parse", "validate", "admit", "connect", "first_byte", "project", "commit_c3", "write", "finish", "commit_c7",
+)  # fmt: skip
+#: Inside another phase: shown alone, not subtracted again for `other`.
+NESTED = ("commit_c3", "commit_c7")
 _acc: dict[str, float] = defaultdict(float)
+_cpu: dict[str, float] = defaultdict(float)
 _marks: dict[str, float] = {}
 _counts: dict[str, int] = defaultdict(int)
 
@@ -54,10 +65,12 @@ def _timed(phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
+        cpu = time.process_time()
         try:
             return fn(*args, **kwargs)
         finally:
             _acc[phase] += time.perf_counter() - started
+            _cpu[phase] += time.process_time() - cpu
 
     return wrapper
 
@@ -68,6 +81,20 @@ def _wrap(owner: Any, name: str, phase: str) -> bool:
         return False
     setattr(owner, name, _timed(phase, fn))
     return True
+
+
+def _wrap_first(phase: str, *candidates: tuple[str, str, tuple[str, ...]]) -> bool:
+    """Wrap the first (module, class, methods) candidate whose class exists with every method."""
+    import importlib
+
+    for module_name, class_name, names in candidates:
+        try:
+            owner = getattr(importlib.import_module(module_name), class_name, None)
+        except ImportError:
+            continue
+        if owner is not None and all(hasattr(owner, name) for name in names):
+            return all([_wrap(owner, name, phase) for name in names])
+    return False
 
 
 def instrument() -> dict[str, bool]:
@@ -90,12 +117,20 @@ def instrument() -> dict[str, bool]:
         "admit": _wrap(service, "admit_run", "admit"),
         "commit_c3": _wrap(RunLedger, "record_identity", "commit_c3"),
     }
+    found["commit_c7"] = _wrap(RunLedger, "finish", "commit_c7")
     run_stream = getattr(stream_mod, "RunStream", None)
-    found["project"] = run_stream is not None and _wrap(run_stream, "_handle", "project")
-    found["write"] = run_stream is not None and _wrap(run_stream, "_encode", "write")
-    found["finish"] = run_stream is not None and all(
-        [_wrap(run_stream, "_finish", "finish"), _wrap(run_stream, "_cleanup", "finish")]
+    stream = "agui_bridge.runs.stream"
+    found["project"] = _wrap_first(
+        "project", ("agui_bridge.runs.turn", "RunTurn", ("handle",)), (stream, "RunStream", ("_handle",))
     )
+    found["write"] = _wrap_first(
+        "write", ("agui_bridge.runs.emit", "Emitter", ("events",)), (stream, "RunStream", ("_encode",))
+    )
+    found["finish"] = _wrap_first(
+        "finish", (stream, "RunStream", ("_finish", "_cleanup")), ("agui_bridge.runs.turn", "RunTurn", ("finish",))
+    )
+    if found["finish"] and not hasattr(run_stream, "_finish"):  # the split stream: RunTurn.finish + _cleanup
+        found["finish"] = _wrap(run_stream, "_cleanup", "finish")
 
     open_stream = getattr(A2AClient, "open_stream", None)
     if open_stream is not None:
@@ -103,12 +138,15 @@ def instrument() -> dict[str, bool]:
         @functools.wraps(open_stream)
         def opened(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
+            cpu = time.process_time()
             try:
                 return open_stream(*args, **kwargs)
             finally:
                 now = time.perf_counter()
                 _acc["connect"] += now - started
                 _marks["opened"] = now
+                _marks["opened_cpu"] = time.process_time()
+                _cpu["connect"] += _marks["opened_cpu"] - cpu
 
         A2AClient.open_stream = opened  # type: ignore[method-assign]
     found["connect"] = open_stream is not None
@@ -121,6 +159,7 @@ def instrument() -> dict[str, bool]:
             opened_at = _marks.pop("opened", None)
             if opened_at is not None:
                 _acc["first_byte"] += time.perf_counter() - opened_at
+                _cpu["first_byte"] += time.process_time() - _marks.pop("opened_cpu")
             return first(*args, **kwargs)
 
         run_stream._first_upstream_event = first_event
@@ -165,6 +204,7 @@ def main() -> int:
     client = create_app(settings).test_client()
     logging.disable(logging.INFO)  # one "run ended" line per turn would be measured too
     samples: dict[str, list[float]] = defaultdict(list)
+    cpu_samples: dict[str, list[float]] = defaultdict(list)
     for i in range(args.warmup + args.turns):
         thread_id = f"phase-{uuid.uuid4().hex}"
         body = {
@@ -177,30 +217,37 @@ def main() -> int:
             "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "bench", "cwd": args.workspace}},
         }
         _acc.clear()
+        _cpu.clear()
         _marks.clear()
         started = time.perf_counter()
+        cpu_started = time.process_time()
         response = client.post("/", json=body, buffered=False)
         data = b"".join(response.response)
         response.close()
         total = time.perf_counter() - started
+        cpu_total = time.process_time() - cpu_started
         if response.status_code != 200 or b'"RUN_FINISHED"' not in data:
             print(json.dumps({"error": f"turn {i}: HTTP {response.status_code}: {data[-300:]!r}"}))
             return 1
         if i < args.warmup:
             continue
         samples["total"].append(total)
+        cpu_samples["total"].append(cpu_total)
         for phase in PHASES:
             samples[phase].append(_acc.get(phase, 0.0))
-        counted = sum(_acc.get(p, 0.0) for p in PHASES if p != "commit_c3")  # C3 is inside project
-        samples["other"].append(total - counted)
+            cpu_samples[phase].append(_cpu.get(phase, 0.0))
+        samples["other"].append(total - sum(_acc.get(p, 0.0) for p in PHASES if p not in NESTED))
+        cpu_samples["other"].append(cpu_total - sum(_cpu.get(p, 0.0) for p in PHASES if p not in NESTED))
 
-    def summary(values: list[float], present: bool) -> dict[str, float | None]:
+    def summary(phase: str, present: bool) -> dict[str, float | None]:
+        values, cpu = samples[phase], cpu_samples[phase]
         if not present or not values:
-            return {"p50_us": None, "p90_us": None}
+            return {"p50_us": None, "p90_us": None, "cpu_p50_us": None}
         ordered = sorted(values)
         return {
             "p50_us": round(statistics.median(ordered) * 1e6, 1),
             "p90_us": round(ordered[int(0.9 * (len(ordered) - 1))] * 1e6, 1),
+            "cpu_p50_us": round(statistics.median(cpu) * 1e6, 1),
         }
 
     out: dict[str, Any] = {"turns": args.turns, "deltas": args.deltas, "found": found, "phases": {}}
@@ -208,7 +255,7 @@ def main() -> int:
     out["upstream_connections_opened"] = _counts["upstream_connections_opened"]
     out["turns_total"] = args.warmup + args.turns
     for phase in (*PHASES, "other", "total"):
-        out["phases"][phase] = summary(samples[phase], found.get(phase, True))
+        out["phases"][phase] = summary(phase, found.get(phase, True))
     print(json.dumps(out))
     return 0
 

@@ -2,6 +2,10 @@
 
 Every write re-reads the thread file and checks that this run still holds the lease, so a run whose
 lease was reclaimed can never overwrite the thread it lost.
+
+The identity (C3) may be noted before it is written (docs/design.md#identity-commit-deferred): the turn
+writes it before it shows anything, and every other write of the run carries it along, so the task and
+session ids of one kernel turn cost one locked write, not one per event that brings one of them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ class RunLedger:
         self._ticket = ticket
         #: The run's Pipeline cursor and durable open steps, written at every write point.
         self.pipeline_state: Callable[[], tuple[int, Iterable[str]]] | None = None
+        #: Task and session ids noted but not yet written (`note_identity`); None: nothing unwritten.
+        self._unwritten: tuple[str | None, str | None] | None = None
+
+    @property
+    def unwritten_identity(self) -> tuple[str | None, str | None] | None:
+        """The (task, session) ids noted that no write has carried yet; None: nothing unwritten."""
+        return self._unwritten
 
     def _update(
         self,
@@ -39,6 +50,9 @@ class RunLedger:
             lease = state.active_run
             if require_lease and not self._holds(lease):
                 raise LeaseLost("run lease lost")
+            unwritten = self._unwritten
+            if unwritten is not None and self._holds(lease):  # where record_identity would have written it
+                self._apply_identity(state, *unwritten)
             mutate(state)
             if self.pipeline_state is not None and self._same_execution(state):
                 sequence, open_steps = self.pipeline_state()
@@ -46,6 +60,7 @@ class RunLedger:
                 execution.pipeline_sequence = max(execution.pipeline_sequence, sequence)
                 execution.pipeline_open_steps = sorted(set(open_steps))
             txn.commit(state, durability)
+        self._unwritten = None
 
     def _holds(self, lease: model.RunLease | None) -> bool:
         """The lease is this run's: compared by run key (executionId + runId), never runId alone."""
@@ -54,20 +69,42 @@ class RunLedger:
     def _same_execution(self, state: model.ThreadState) -> bool:
         return state.execution.execution_id == self._ticket.execution_id
 
+    def _apply_identity(self, state: model.ThreadState, task_id: str | None, session_id: str | None) -> None:
+        if task_id is not None and self._same_execution(state):
+            state.execution.task_id = task_id
+        if session_id is not None:
+            state.session_id = session_id
+
     def record_identity(self, task_id: str | None, session_id: str | None) -> None:
         """First sight of the task and/or the iac-code session: one write for both (fail closed)."""
 
         def mutate(state: model.ThreadState) -> None:
-            if task_id is not None and self._same_execution(state):
-                state.execution.task_id = task_id
-            if session_id is not None:
-                state.session_id = session_id
+            self._apply_identity(state, task_id, session_id)
 
         self._update(mutate, durability=Durability.CRASH)  # C3, docs/design.md#commit-durability
         if task_id is not None:
             self._ticket.task_id = task_id
         if session_id is not None:
             self._ticket.session_id = session_id
+
+    def note_identity(self, task_id: str | None, session_id: str | None) -> None:
+        """Learn new ids now (the ticket has them at once, so a cancel finds the task) and write them with
+        the run's next write: `write_identity` or any other commit point (docs/design.md#identity-commit-deferred)."""
+        task, session = self._unwritten or (None, None)
+        self._unwritten = (task_id or task, session_id or session)
+        if task_id is not None:
+            self._ticket.task_id = task_id
+        if session_id is not None:
+            self._ticket.session_id = session_id
+
+    def write_identity(self) -> None:
+        """Write the noted identity, if any, as C3.
+
+        A failed write raises StateError and forgets the identity, as a failed `record_identity` never
+        wrote it: the run fails closed and its ending writes must not carry it."""
+        unwritten, self._unwritten = self._unwritten, None
+        if unwritten is not None:
+            self.record_identity(*unwritten)
 
     def commit_interrupt(
         self,

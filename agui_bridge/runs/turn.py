@@ -32,6 +32,27 @@ from agui_bridge.wire.events import Event
 log = logging.getLogger(__name__)
 
 
+#: iac-code metadata the projector turns into events (docs/design.md#projection).
+_SHOWN_IAC = frozenset({"thinking", "pipeline", "pipelineBatch", "tool"})
+_USER_ROLES = frozenset({"user", "ROLE_USER"})
+
+
+def shows_nothing(event: A2AEvent) -> bool:
+    """Conservatively: the projector shows nothing for this event (no status message, artifact, agent reply
+    in a Task's history, reasoning, Pipeline envelope or tool), so nothing of it can be half shown if
+    writing the ids it brought fails later."""
+    body = event.body
+    status = body.get("status")
+    if event.kind == "artifactUpdate" or (isinstance(status, dict) and status.get("message")):
+        return False
+    history = body.get("history")
+    if isinstance(history, list) and history:
+        last = history[-1]
+        if not isinstance(last, dict) or last.get("role") not in _USER_ROLES:
+            return False
+    return not _SHOWN_IAC.intersection(event.iac)
+
+
 class RunTurn:
     def __init__(
         self,
@@ -80,6 +101,7 @@ class RunTurn:
         (docs/design.md#exactly-once)
         """
         ticket = self._ticket
+        self.write_identity()  # C5 would carry it too, but its failure must stay the identity's own
         digests = {i: self._answers[i].digest for i in interrupt_ids if i in self._answers}
         try:
             self._ledger.accept_answers(digests, ev.now_ms())
@@ -103,8 +125,11 @@ class RunTurn:
 
     # ---- per event ----------------------------------------------------------------------------
 
-    def learn_identity(self, event: A2AEvent, *, task: bool = True) -> None:
-        """Check the task and iac-code session ids of an event; persist new ones in one write."""
+    def learn_identity(self, event: A2AEvent, *, task: bool = True, defer: bool = False) -> None:
+        """Check the task and iac-code session ids of an event; persist new ones in one write.
+
+        With `defer` the new ids are only noted: `write_identity` writes them before anything is shown
+        (docs/design.md#identity-commit-deferred), together with any the next events bring."""
         ticket = self._ticket
         new_task = None
         if task and event.task_id is not None and event.task_id != ticket.task_id:
@@ -119,12 +144,19 @@ class RunTurn:
             new_session = session_id
         if new_task is None and new_session is None:
             return
+        self._ledger.note_identity(new_task, new_session)  # the ticket has them now: a cancel finds the task
+        if not defer:
+            self.write_identity()
+
+    def write_identity(self) -> None:
+        """Write the noted task and session ids (C3) before anything that follows them is shown (fail closed)."""
+        unwritten = self._ledger.unwritten_identity
+        if unwritten is None:
+            return
         try:
-            self._ledger.record_identity(new_task, new_session)
+            self._ledger.write_identity()
         except StateError:
-            if new_task is not None:
-                ticket.task_id = new_task  # so the fail-closed path cancels it
-            key = "task_mapping_failed" if new_task else "session_mapping_failed"
+            key = "task_mapping_failed" if unwritten[0] else "session_mapping_failed"
             raise RunEnded(self._end.fail_closed(key)) from None
 
     def check_input_identity(self, inputs: list[InputRequest]) -> None:
@@ -144,7 +176,12 @@ class RunTurn:
         ticket = self._ticket
         if event.context_id is not None and event.context_id != ticket.context_id:
             raise A2AProtocolError("context_changed")
-        self.learn_identity(event)
+        # New ids are written before anything that follows them is projected or shown; only the ids of an
+        # event with nothing to show wait, for the next event's (docs/design.md#identity-commit-deferred).
+        waited = self._ledger.unwritten_identity is not None
+        self.learn_identity(event, defer=True)
+        if waited or not shows_nothing(event):
+            self.write_identity()
         if self._awaiting:
             interrupt_ids, self._awaiting = self._awaiting, ()
             self.accept(interrupt_ids, out)
@@ -154,14 +191,19 @@ class RunTurn:
             and ticket.task_id is not None
             and ticket.session_id is not None
         ):
+            self.write_identity()
             out.append(self._session_event())
-        out.extend(self.projector.project(event))
+        projected = self.projector.project(event)
+        if projected:
+            self.write_identity()  # a no-op unless `shows_nothing` missed something: still before it is shown
+            out.extend(projected)
         inputs = [
             request
             for request in (collect_inputs(event.iac) if event.iac else [])
             if request.input_id not in ticket.applied and request.input_id not in self._answers
         ]
         if inputs:
+            self.write_identity()
             out.extend(self.interrupt(inputs))
 
     def _session_event(self) -> Event:
@@ -186,6 +228,7 @@ class RunTurn:
 
         The run ends here: RUN_FINISHED `interrupt` with every pending interrupt.
         """
+        self.write_identity()  # C6 would carry it too, but its failure must stay the identity's own
         ticket = self._ticket
         now_ms = ev.now_ms()
         expires_ms = now_ms + self._interrupt_ttl_ms
@@ -229,6 +272,7 @@ class RunTurn:
 
         (docs/design.md#terminal-event)
         """
+        self.write_identity()  # before the outcome: a failed identity write fails the run closed
         out = self._permission_catch_up()
         state = self.projector.last_state
         if state in ("completed", "input-required"):

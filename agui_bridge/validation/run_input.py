@@ -16,6 +16,7 @@ from marshmallow import ValidationError
 
 from agui_bridge.errors import InvalidInput
 from agui_bridge.message_keys import MessageKey
+from agui_bridge.validation.common_shape import accept_common_shape
 from agui_bridge.validation.field_errors import first_error
 from agui_bridge.validation.results import (
     CloudCredentials,
@@ -105,6 +106,9 @@ def parse_run_input(raw: dict[str, object]) -> RunInput:
 def _parse_run_input(raw: dict[str, object]) -> RunInput:
     if not isinstance(raw, dict):
         raise InvalidInput(MessageKey.NOT_AN_OBJECT)
+    common = accept_common_shape(raw)  # the usual new run, without the schemas; anything else goes on below
+    if common is not None:
+        return common
     try:
         envelope: Envelope = ENVELOPE_SCHEMA.load(raw)
     except ValidationError as err:

@@ -199,19 +199,31 @@ class AliasedSchema(Schema):
         "type": rule(K.FIELD_TYPE_OBJECT),
     }
 
+    #: Per load-field set: (camel, snake, required) of each field, spelled once (not on every load).
+    _spellings: tuple[dict[str, Any], tuple[tuple[str, str, bool], ...]] | None = None
+
+    def _spelling_table(self) -> tuple[tuple[str, str, bool], ...]:
+        fields_now = self.load_fields
+        cached = self._spellings
+        if cached is None or cached[0] is not fields_now:
+            table = []
+            for name, field in fields_now.items():
+                camel = field.data_key or name
+                table.append((camel, snake_case(camel), field.required))
+            cached = self._spellings = (fields_now, tuple(table))
+        return cached[1]
+
     @pre_load
     def _resolve_spellings(self, data: Any, **kwargs: Any) -> Any:
         if not isinstance(data, dict):
             return data
         errors: dict[str, list[Rule]] = {}
         renamed = dict(data)
-        for name, field in self.load_fields.items():
-            camel = field.data_key or name
-            snake = snake_case(camel)
+        for camel, snake, required in self._spelling_table():
             has_camel, has_snake = camel in data, snake != camel and snake in data
             if has_camel and has_snake:
                 errors[snake] = [rule(K.FIELD_CONFLICT, other=camel)]
-            elif field.required and not (has_camel or has_snake):
+            elif required and not (has_camel or has_snake):
                 errors[camel] = [rule(K.FIELD_REQUIRED)]
             elif has_snake:
                 renamed[camel] = renamed.pop(snake)

@@ -75,3 +75,24 @@ def test_loading_leaves_the_input_untouched() -> None:
     document = {"interrupt_id": "i", "status": "resolved", "payload": 1}
     schemas.ResumeEntrySchema().load(document)
     assert document == {"interrupt_id": "i", "status": "resolved", "payload": 1}
+
+
+def test_each_schema_spells_its_field_names_once_not_on_every_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The alias table (camel, snake, required) is built on a schema's first load and reused (issue 14)."""
+    from agui_bridge.validation import strict
+
+    schema = schemas.IacCodeSchema()
+    body = {"schemaVersion": 1, "ros_invocation_id": "r", "cwd": "/tmp"}
+    first = schema.load(body)
+    calls: list[str] = []
+    real = strict.snake_case
+    monkeypatch.setattr(strict, "snake_case", lambda name: calls.append(name) or real(name))
+    assert schema.load(body) == first
+    assert calls == []
+    with pytest.raises(ValidationError) as conflict:
+        schema.load({**body, "rosInvocationId": "r"})
+    assert "ros_invocation_id" in conflict.value.messages
+    with pytest.raises(ValidationError) as missing:
+        schema.load({"schemaVersion": 1, "cwd": "/tmp"})
+    assert "rosInvocationId" in missing.value.messages
+    assert calls == []

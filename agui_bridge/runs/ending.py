@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from agui_bridge.a2a.client import A2AClient
+from agui_bridge.a2a.errors import A2ARpcError
 from agui_bridge.errors import (
     A2AExecutionFailed,
     BridgeError,
@@ -124,6 +125,9 @@ class RunEnd:
         elif task is Task.CANCEL_NOW and task_id:
             try:
                 self._client.cancel_task(task_id)
+            except A2ARpcError:  # the kernel answered: most often the task had already ended
+                level = logging.DEBUG if self.cancelled_elsewhere else logging.WARNING
+                log.log(level, "CancelTask refused for an ending run", extra={"task_id": task_id})
             except Exception:  # noqa: BLE001 - best effort, logged
                 log.warning("CancelTask failed for an ending run", extra={"task_id": task_id})
         if lease is Lease.DROP:
@@ -146,12 +150,14 @@ class RunEnd:
     def fail(self, error: BridgeError, *, task_ended: bool = False) -> list[Event]:
         """The generic error path: cancel and retire unless an interrupt is pending.
 
-        A task that already reached a terminal state is not cancelled again; a run the cancellation
-        extension ended was already retired and its task cancelled by it.
+        A task that already reached a terminal state is not cancelled again. A run the cancellation
+        extension ended was already retired by it, but its task is cancelled here too unless the kernel
+        already ended it: the extension may have read the thread before the task id was written, and
+        then only this run knows it (a second CancelTask of a cancelled task is harmless).
         """
         cancelled = isinstance(error, Cancelled)
         retire = not self._ticket.pending and not self.cancelled_elsewhere
-        cancel = retire and not task_ended and not cancelled
+        cancel = not task_ended and (self.cancelled_elsewhere or (retire and not cancelled))
         outcome = Outcome.CANCELLED if cancelled else Outcome.ERROR
         self.end(outcome, Lease.RETIRE if retire else Lease.KEEP, Task.CANCEL_NOW if cancel else Task.KEEP)
         return self.error_events(error)

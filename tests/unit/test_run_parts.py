@@ -315,13 +315,24 @@ def test_a_failure_cancels_the_task_and_retires_unless_an_interrupt_is_pending(t
     assert list(state.execution.pending) == ["p1"] and state.active_run is None  # released, still answerable
 
 
-def test_a_run_cancelled_elsewhere_neither_cancels_nor_retires_again(tmp_path: Path) -> None:
+def test_a_run_cancelled_elsewhere_does_not_retire_again(tmp_path: Path) -> None:
     end, client, store, _ = ending(tmp_path)
     end.cancelled_elsewhere = True
-    end.fail(Cancelled())
+    end.fail(Cancelled(), task_ended=True)  # the kernel's "canceled" ended the stream
     time.sleep(0.1)
     state = store.read("thread-1")
     assert client.cancelled == [] and state is not None and state.execution.task_id == "task-1"
+    assert state.active_run is None
+
+
+def test_a_run_cancelled_elsewhere_before_its_task_ended_cancels_the_task_it_knows(tmp_path: Path) -> None:
+    """The extension may have read the thread before the task id was written: only the run knows it."""
+    end, client, store, _ = ending(tmp_path)
+    end.cancelled_elsewhere = True
+    end.fail(Cancelled())  # the owner was told first and ended its stream before the kernel's answer
+    assert client.cancelled == ["task-1"]  # before the lease is released, like every CANCEL_NOW
+    state = store.read("thread-1")
+    assert state is not None and state.execution.task_id == "task-1"  # retiring is the extension's write
     assert state.active_run is None
 
 

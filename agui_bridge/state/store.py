@@ -19,7 +19,6 @@ worker queue in memory instead of each polling `flock`; the file lock stays the 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 import threading
@@ -30,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import orjson
-
 from agui_bridge import tracing
 from agui_bridge.state import flock
+from agui_bridge.state.codec import parse as _parse
+from agui_bridge.state.codec import serialise as _serialise
 from agui_bridge.state.doc_cache import DocumentCache
 from agui_bridge.state.errors import (
     InvalidThreadId,
@@ -43,7 +42,7 @@ from agui_bridge.state.errors import (
     StateWriteFailed,
 )
 from agui_bridge.state.keys import thread_file_stem
-from agui_bridge.state.model import ThreadState, from_document, to_document
+from agui_bridge.state.model import ThreadState, from_document
 from agui_bridge.state.writer import Durability, FileSignature, WriteError, file_signature, state_writer
 
 __all__ = [
@@ -60,31 +59,6 @@ __all__ = [
 THREADS_DIR = "threads"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def _parse(data: bytes) -> object:
-    """Strict JSON of a thread file: orjson where it accepts the bytes (several times faster; it refuses NaN
-    as we do), else the standard library decides, so a file is accepted or refused as before (an integer
-    beyond 64 bits, which no thread file holds, becomes a float that `from_document` then refuses)."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        parsed: object = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise StateCorrupt("thread file is not valid UTF-8 JSON") from None
-    return parsed
-
-
-def _serialise(state: ThreadState) -> bytes:
-    """UTF-8, 2-space indent, non-ASCII literal, NaN forbidden, trailing newline (8.2)."""
-    text = json.dumps(to_document(state), indent=2, ensure_ascii=False, allow_nan=False)
-    return (text + "\n").encode("utf-8")
 
 
 @dataclass

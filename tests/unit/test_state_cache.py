@@ -149,15 +149,26 @@ def test_failed_write_and_delete_forget_the_thread(tmp_path: Path, reads: list[s
         assert txn.state is None
 
 
-def test_bounded_by_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doc_cache, "CAPACITY", 3)
+def test_bounded_by_count_and_bytes(tmp_path: Path) -> None:
     store = ThreadStore(tmp_path)
-    store._cache = doc_cache.DocumentCache(3)
+    store._cache = doc_cache.DocumentCache(capacity=3)
     for index in range(5):
         with store.transaction(f"t{index}") as txn:
             txn.commit(_state(f"t{index}"), Durability.CRASH)
     assert len(store._cache) == 3
     assert store._cache.get(str(store.path_for("t0")), (0, 0, 0, 0, 0)) is None
+    size = store.path_for("t4").stat().st_size
+    store._cache = doc_cache.DocumentCache(byte_budget=2 * size)
+    for index in range(5):
+        with store.transaction(f"t{index}") as txn:
+            assert txn.state is not None
+            txn.commit(txn.state, Durability.CRASH)
+    assert len(store._cache) == 2
+    store._cache = doc_cache.DocumentCache(byte_budget=size - 1)  # a file larger than the budget: not kept
+    with store.transaction("t1") as txn:
+        assert txn.state is not None
+        txn.commit(txn.state, Durability.CRASH)
+    assert len(store._cache) == 0
 
 
 def test_no_signature_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[str]) -> None:

@@ -1268,7 +1268,7 @@ def markdown(res: dict[str, Any]) -> str:
             if idle and busy:
                 lines += [
                     "",
-                    f"Writer hand-off (writer wakes a crash-class commit -> its greenlet runs), p50 (p99) us: "
+                    f"Writer hand-off (a crash-class commit, call to return), p50 (p99) us: "
                     f"hub idle {fmt(idle['p50_us'], 0)} ({fmt(idle['p99_us'], 0)}), hub busy with 4 CPU-bound "
                     f"greenlets {fmt(busy['p50_us'], 0)} ({fmt(busy['p99_us'], 0)}).",
                 ]

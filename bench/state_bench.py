@@ -18,8 +18,9 @@ syscalls the gevent worker makes, where each of them also stalls the hub):
                        (`time.thread_time`, the greenlets' thread; the writer threads are not counted) per
                        transaction of each kind: admission on a new and on an existing thread (C1), the
                        identity (C3), the release (C7), and a lock + read without a commit; then the
-                       writer's hand-off: time from the writer waking a crash-class commit's waiter to the
-                       greenlet running again, with the hub idle and with the hub busy (CPU-bound greenlets).
+                       writer's hand-off: a crash-class commit from call to return, and the part of it
+                       from the writer waking the waiter to the greenlet running again (`_wake`), with
+                       the hub idle and with the hub busy (CPU-bound greenlets).
 
 Prints one JSON line (times in microseconds).
 Usage: python bench/state_bench.py --dir DIR [--samples 200] [--contention-seconds 5]
@@ -322,19 +323,23 @@ def hub_costs(root: Path, n: int) -> dict[str, Any]:
 
     writer_mod._Job.finish = stamped  # type: ignore[method-assign]
 
-    def handoffs(count: int) -> list[float]:
-        lags = []
+    def handoffs(count: int, key: str) -> None:
+        commits, wakes = [], []
         for tid in threads[:count]:
             del woken[:]
             with store.transaction(tid) as txn:
                 assert txn.state is not None
+                started = time.perf_counter()
                 txn.commit(txn.state, writer_mod.Durability.CRASH)
-                lags.append(time.perf_counter() - woken[0])
+                now = time.perf_counter()
+                commits.append(now - started)
+                wakes.append(now - woken[0])
             gevent.sleep(0.001)
-        return lags
+        out[key] = stats(commits)  # commit called -> commit returned (the writer's work included)
+        out[key + "_wake"] = stats(wakes)  # writer done -> greenlet running
 
     count = min(n, 200)
-    out["handoff_idle_hub"] = stats(handoffs(count))
+    handoffs(count, "handoff_idle_hub")
     stop = False
 
     def busy() -> None:  # a CPU-bound greenlet: 2 ms of work, then a wait (as a stream waits for I/O)
@@ -346,7 +351,7 @@ def hub_costs(root: Path, n: int) -> dict[str, Any]:
 
     spinners = [gevent.spawn(busy) for _ in range(4)]
     gevent.sleep(0.01)
-    out["handoff_busy_hub"] = stats(handoffs(count))
+    handoffs(count, "handoff_busy_hub")
     stop = True
     gevent.joinall(spinners)
     writer_mod._Job.finish = real_finish  # type: ignore[method-assign]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import os
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -44,6 +45,11 @@ SYNC_DELAY_S = 1.0
 MAX_DEFERRED_SYNCS = 256
 #: The writer wakes at least this often to hand aged writes to the syncer.
 IDLE_POLL_S = 0.5
+#: In a gevent worker, the longest the busy hub keeps the GIL from a writer thread that asks for it
+#: (Python's default is 5 ms). A write re-takes the GIL after each of its ~6 system calls, so with the
+#: default a crash-class commit waited up to 30 ms for the GIL alone while greenlets kept the hub busy
+#: (docs/design.md#state-writer). Only lowered, never raised; no effect while no other thread wants the GIL.
+HUB_SWITCH_INTERVAL_S = 0.001
 
 
 class Durability(enum.Enum):
@@ -151,6 +157,8 @@ class StateWriter:
         self._pid = os.getpid()
         lock, start_thread, patched = native_primitives()
         self._patched = patched
+        if patched and sys.getswitchinterval() > HUB_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(HUB_SWITCH_INTERVAL_S)
         self._lock_factory = lock
         self._lanes = {durability: _Lane(durability, lock) for durability in Durability}
         #: Crash-class files renamed into place but not yet fsynced: path -> (open descriptor, written at).

@@ -1268,6 +1268,26 @@ def markdown(res: dict[str, Any]) -> str:
             f"| 4 processes | {fmt(c4['txn_per_s'], 0)} ({c4.get('throughput_vs_1p')}x) | {fmt(c4['p50_us'], 0)} | "
             f"{fmt(c4['p99_us'], 0)} ({c4.get('p99_vs_1p')}x) | {fmt(c4['max_us'], 0)} | {c4['per_process_txns']} |",
         ]
+        hub = st.get("hub")
+        if isinstance(hub, dict):
+            lines += [
+                "",
+                "Hub CPU per transaction (gevent-patched process, `time.thread_time` of the hub; mean us):",
+                "",
+                "| transaction | hub CPU us | wall us |",
+                "|---|---|---|",
+            ]
+            for key, cell in hub.items():
+                if isinstance(cell, dict) and "hub_cpu_us" in cell:
+                    lines.append(f"| {key} | {fmt(cell['hub_cpu_us'], 0)} | {fmt(cell['wall_us'], 0)} |")
+            idle, busy = hub.get("handoff_idle_hub"), hub.get("handoff_busy_hub")
+            if idle and busy:
+                lines += [
+                    "",
+                    f"Writer hand-off (a crash-class commit, call to return), p50 (p99) us: "
+                    f"hub idle {fmt(idle['p50_us'], 0)} ({fmt(idle['p99_us'], 0)}), hub busy with 4 CPU-bound "
+                    f"greenlets {fmt(busy['p50_us'], 0)} ({fmt(busy['p99_us'], 0)}).",
+                ]
     if isinstance(res.get("scaling"), dict):
         lines += scaling.markdown(res["scaling"])
     tg = res.get("targets")

@@ -14,6 +14,13 @@ syscalls the gevent worker makes, where each of them also stalls the hub):
 * `beacon_publish_<n>_runs`: the per-worker liveness beacon listing n runs (when the code has one);
 * `contention_<n>p`    n processes doing read-modify-write transactions on ONE thread file for a fixed
                        time (throughput, and latency including the wait for the lock).
+* `hub`                (`--hub`, in a gevent-patched child process, as in a worker) CPU of the hub thread
+                       (`time.thread_time`, the greenlets' thread; the writer threads are not counted) per
+                       transaction of each kind: admission on a new and on an existing thread (C1), the
+                       identity (C3), the release (C7), and a lock + read without a commit; then the
+                       writer's hand-off: a crash-class commit from call to return, and the part of it
+                       from the writer waking the waiter to the greenlet running again (`_wake`), with
+                       the hub idle and with the hub busy (CPU-bound greenlets).
 
 Prints one JSON line (times in microseconds).
 Usage: python bench/state_bench.py --dir DIR [--samples 200] [--contention-seconds 5]
@@ -21,11 +28,17 @@ Usage: python bench/state_bench.py --dir DIR [--samples 200] [--contention-secon
 
 from __future__ import annotations
 
+import sys
+
+if "--hub" in sys.argv:  # the child measuring the hub: patched before anything else is imported
+    from gevent import monkey
+
+    monkey.patch_all()
+
 import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -266,6 +279,86 @@ def contention(root: Path, procs: int, seconds: float) -> dict[str, Any]:
     }
 
 
+def hub_costs(root: Path, n: int) -> dict[str, Any]:
+    """Hub CPU per transaction (us, mean over n) and the writer's hand-off latency (runs patched)."""
+    import gevent
+
+    from agui_bridge.state import writer as writer_mod
+
+    store = ThreadStore(root / "hub-state", lock_timeout_s=10)
+    cwd = str(root)
+    admit(store, "warmup", cwd)
+    out: dict[str, Any] = {}
+
+    def per_op(name: str, ops: list[Any]) -> None:
+        t_cpu, t_wall = time.thread_time(), time.perf_counter()
+        for op in ops:
+            op()
+        out[name] = {
+            "hub_cpu_us": round((time.thread_time() - t_cpu) / len(ops) * US, 1),
+            "wall_us": round((time.perf_counter() - t_wall) / len(ops) * US, 1),
+        }
+
+    threads = [str(uuid.uuid4()) for _ in range(n)]
+    tickets: list[RunTicket] = []
+    per_op("C1_admit_new_thread", [lambda t=t: tickets.append(admit(store, t, cwd)) for t in threads])
+    ledgers = [RunLedger(store, t) for t in tickets]
+    per_op("C3_record_identity", [lambda led=led: led.record_identity(str(uuid.uuid4()), "session") for led in ledgers])
+    per_op("C7_finish", [lambda led=led: led.finish(now_ms(), retire=True) for led in ledgers])
+    per_op("C1_admit_existing_thread", [lambda t=t: admit(store, t, cwd) for t in threads])
+
+    def lock_read(tid: str) -> None:
+        with store.transaction(tid):
+            pass
+
+    per_op("lock_read", [lambda t=t: lock_read(t) for t in threads])
+
+    # Hand-off: the writer stamps when it wakes a waiter; the greenlet measures when it runs again.
+    woken: list[float] = []
+    real_finish = writer_mod._Job.finish
+
+    def stamped(job: Any) -> None:
+        woken.append(time.perf_counter())
+        real_finish(job)
+
+    writer_mod._Job.finish = stamped  # type: ignore[method-assign]
+
+    def handoffs(count: int, key: str) -> None:
+        commits, wakes = [], []
+        for tid in threads[:count]:
+            del woken[:]
+            with store.transaction(tid) as txn:
+                assert txn.state is not None
+                started = time.perf_counter()
+                txn.commit(txn.state, writer_mod.Durability.CRASH)
+                now = time.perf_counter()
+                commits.append(now - started)
+                wakes.append(now - woken[0])
+            gevent.sleep(0.001)
+        out[key] = stats(commits)  # commit called -> commit returned (the writer's work included)
+        out[key + "_wake"] = stats(wakes)  # writer done -> greenlet running
+
+    count = min(n, 200)
+    handoffs(count, "handoff_idle_hub")
+    stop = False
+
+    def busy() -> None:  # a CPU-bound greenlet: 2 ms of work, then a wait (as a stream waits for I/O)
+        while not stop:
+            until = time.perf_counter() + 0.002
+            while time.perf_counter() < until:
+                pass
+            gevent.sleep(0.0001)  # not sleep(0): 2 ms callbacks would hold gevent's loop for 50 of them
+
+    spinners = [gevent.spawn(busy) for _ in range(4)]
+    gevent.sleep(0.01)
+    handoffs(count, "handoff_busy_hub")
+    stop = True
+    gevent.joinall(spinners)
+    writer_mod._Job.finish = real_finish  # type: ignore[method-assign]
+    out["switch_interval_s"] = sys.getswitchinterval()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=False)
@@ -275,14 +368,28 @@ def main() -> int:
     parser.add_argument("--thread")
     parser.add_argument("--start-at", type=float)
     parser.add_argument("--seconds", type=float)
+    parser.add_argument("--hub", action="store_true", help="measure hub CPU per transaction (patched child)")
     args = parser.parse_args()
     if args.worker:
         return contention_worker(args)
+    if args.hub:
+        root = Path(args.dir or tempfile.mkdtemp(prefix="agui-bench-state-"))
+        root.mkdir(parents=True, exist_ok=True)
+        print(json.dumps(hub_costs(root, max(args.samples, 200))))
+        return 0
     root = Path(args.dir or tempfile.mkdtemp(prefix="agui-bench-state-"))
     root.mkdir(parents=True, exist_ok=True)
     res = single_process(root, args.samples)
     res["contention_1p"] = contention(root, 1, args.contention_seconds)
     res["contention_4p"] = contention(root, 4, args.contention_seconds)
+    hub = subprocess.run(
+        [sys.executable, __file__, "--hub", "--dir", str(root / "hub"), "--samples", str(args.samples)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    res["hub"] = json.loads(hub.stdout.strip().splitlines()[-1])
     print(json.dumps(res))
     return 0
 

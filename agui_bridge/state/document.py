@@ -26,7 +26,7 @@ from agui_bridge.state.model import (
     parse_rfc3339_ms,
 )
 
-__all__ = ["load_document"]
+__all__ = ["load_document", "traceparent_kept"]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -111,9 +111,12 @@ class _Lenient(fields.Field[object]):
         return self.keep(value)
 
 
-def _traceparent(raw: object) -> str | None:
+def traceparent_kept(raw: object) -> str | None:
     """Tracing is never a reason to call a thread file corrupt: anything but a valid id is dropped."""
     return raw if isinstance(raw, str) and _TRACEPARENT.fullmatch(raw) else None
+
+
+_traceparent = traceparent_kept
 
 
 def _usable(value: object) -> bool:

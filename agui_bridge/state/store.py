@@ -1,10 +1,12 @@
 """ThreadStore: one JSON file per AG-UI thread, shared safely by every worker process
 (docs/design.md#decision-many-workers-one-truth, #state-write-protocol).
 
-This is the only module that imports filelock. Rules it follows (docs/design.md#state-write-protocol, #state-lock):
+Rules it follows (docs/design.md#state-write-protocol, #state-lock, #state-cache):
 
-* a NEW `FileLock` per operation, on a sidecar `<file>.lock`, always with a finite timeout;
-* read-modify-write always happens inside the lock, and always re-reads the file (no cache);
+* a `flock` per operation on a sidecar `<file>.lock` (`state.flock`: never polled, nothing kept across
+  calls or inherited across fork), always with a finite timeout;
+* read-modify-write always happens inside the lock, on the file as it is then: re-read, unless its
+  `lstat` proves it is the very file this worker last wrote (`state.doc_cache`);
 * writes are temp file + `os.replace` (+ file and directory fsync for power-class commits), so lock-free
   readers see the old or the new document, never a torn one; the write itself runs on the worker's
   writer thread (`state.writer`), batched with concurrent commits, never on the gevent hub;
@@ -17,7 +19,6 @@ worker queue in memory instead of each polling `flock`; the file lock stays the 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 import threading
@@ -28,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import orjson
-from filelock import FileLock, Timeout
-
 from agui_bridge import tracing
+from agui_bridge.state import flock
+from agui_bridge.state.codec import parse as _parse
+from agui_bridge.state.codec import serialise as _serialise
+from agui_bridge.state.doc_cache import DocumentCache
 from agui_bridge.state.errors import (
     InvalidThreadId,
     StateCorrupt,
@@ -40,8 +42,8 @@ from agui_bridge.state.errors import (
     StateWriteFailed,
 )
 from agui_bridge.state.keys import thread_file_stem
-from agui_bridge.state.model import ThreadState, from_document, to_document
-from agui_bridge.state.writer import Durability, WriteError, state_writer
+from agui_bridge.state.model import ThreadState, from_document
+from agui_bridge.state.writer import Durability, FileSignature, WriteError, file_signature, state_writer
 
 __all__ = [
     "Durability",
@@ -57,45 +59,6 @@ __all__ = [
 THREADS_DIR = "threads"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-#: How often a waiter retries another process's lock (filelock's default is 50 ms). Only one waiter per
-#: worker and thread polls (the in-process lock queues the rest), and a try is one non-blocking flock.
-LOCK_POLL_S = 0.005
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def _parse(data: bytes) -> object:
-    """Strict JSON of a thread file: orjson where it accepts the bytes (several times faster; it refuses NaN
-    as we do), else the standard library decides, so a file is accepted or refused as before (an integer
-    beyond 64 bits, which no thread file holds, becomes a float that `from_document` then refuses)."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        parsed: object = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise StateCorrupt("thread file is not valid UTF-8 JSON") from None
-    return parsed
-
-
-def _serialise(state: ThreadState) -> bytes:
-    """UTF-8, 2-space indent, non-ASCII literal, NaN forbidden, trailing newline (8.2)."""
-    text = json.dumps(to_document(state), indent=2, ensure_ascii=False, allow_nan=False)
-    return (text + "\n").encode("utf-8")
-
-
-def _holds_unlinked_inode(lock: FileLock) -> bool:
-    """True if the descriptor `lock` holds is of a file no longer linked (see `state.sweep`)."""
-    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
-    if not isinstance(fd, int):
-        return False
-    try:
-        return os.fstat(fd).st_nlink == 0
-    except OSError:
-        return False
 
 
 @dataclass
@@ -185,7 +148,7 @@ class StoreObserver(Protocol):
 
 
 class ThreadStore:
-    """Per-thread JSON files under `<root>/threads/`, locked across processes with filelock."""
+    """Per-thread JSON files under `<root>/threads/`, locked across processes with `flock`."""
 
     def __init__(self, root: Path, lock_timeout_s: float = 10.0, observer: StoreObserver | None = None) -> None:
         if not lock_timeout_s > 0:
@@ -195,6 +158,7 @@ class ThreadStore:
         self.threads_dir = self.root / THREADS_DIR
         self.lock_timeout_s = float(lock_timeout_s)
         self._local_locks = _KeyedLocks()
+        self._cache = DocumentCache()
 
     def path_for(self, thread_id: str) -> Path:
         """`<root>/threads/<stem>.json`; raises `InvalidThreadId` for an empty id."""
@@ -250,45 +214,44 @@ class ThreadStore:
         path = self.path_for(thread_id)
         started = time.monotonic()
         deadline = started + self.lock_timeout_s
-        self._ensure_dirs()
         with self._local_locks.hold(path.name, self.lock_timeout_s):
-            lock = self._acquire_file_lock(path, deadline)
+            fd = self._acquire_file_lock(path, deadline)
             if self._observer is not None:
                 self._observer.lock_wait(time.monotonic() - started)
             try:
-                txn = ThreadTransaction(self, thread_id, path, self._read(path, thread_id))
+                txn = ThreadTransaction(self, thread_id, path, self._read_locked(path, thread_id))
                 try:
                     yield txn
                 finally:
                     txn._close()
             finally:
-                lock.release()
+                flock.release(fd)
 
-    @staticmethod
-    def _acquire_file_lock(path: Path, deadline: float) -> FileLock:
-        """The thread's file lock, on the inode its path names now.
+    def _acquire_file_lock(self, path: Path, deadline: float) -> int:
+        """The thread's file lock (`state.flock`); the directories are made on first use."""
+        lock_path = f"{path}.lock"
+        try:
+            return flock.acquire(lock_path, deadline)
+        except FileNotFoundError:
+            self._ensure_dirs()
+        try:
+            return flock.acquire(lock_path, deadline)
+        except FileNotFoundError as exc:
+            raise StateError("thread file lock unavailable") from exc
 
-        `state.sweep` removes orphaned lock files while holding them; a waiter that opened such a file
-        just before it was unlinked wins a lock nobody else can see, so it lets go and tries again.
-        """
-        while True:
-            lock = FileLock(
-                f"{path}.lock",
-                timeout=max(deadline - time.monotonic(), 0.0),
-                mode=FILE_MODE,
-                fallback_to_soft=False,  # never silently degrade to marker files (docs/design.md#state-lock)
-                preserve_lock_file=True,  # waiters must share one inode
-                poll_interval=LOCK_POLL_S,
-            )
-            try:
-                lock.acquire()
-            except Timeout:
-                raise StateLockTimeout("thread file lock timed out") from None
-            except OSError as exc:
-                raise StateError("thread file lock unavailable") from exc
-            if not _holds_unlinked_inode(lock):
-                return lock
-            lock.release()
+    def _read_locked(self, path: Path, thread_id: str) -> ThreadState | None:
+        """The thread as it is on disk now (under its lock): this worker's own last write if the file's
+        `lstat` proves it is still that write (docs/design.md#state-cache), else read and validated."""
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return self._read(path, thread_id)  # reports the error as a read does
+        cached = self._cache.get(str(path), file_signature(info))
+        if cached is not None:
+            return cached
+        return self._read(path, thread_id)
 
     def exists(self, thread_id: str) -> bool:
         """Whether the thread has a file, without taking (or creating) its lock: refusals that only
@@ -353,27 +316,32 @@ class ThreadStore:
     )
     def _write(self, path: Path, state: ThreadState, durability: Durability) -> None:
         started = time.monotonic()
-        self._write_file(path, state, durability)
+        try:
+            signature = self._write_file(path, state, durability)
+        except BaseException:
+            self._cache.drop(str(path))
+            raise
+        self._cache.put(str(path), signature, state)
         if self._observer is not None:
             self._observer.state_write(time.monotonic() - started)
 
     @staticmethod
-    def _write_file(path: Path, state: ThreadState, durability: Durability) -> None:
+    def _write_file(path: Path, state: ThreadState, durability: Durability) -> FileSignature | None:
         """Serialise here (a failure touches no file), write on the writer thread (`state.writer`)."""
         try:
             payload = _serialise(state)
         except (TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise StateWriteFailed("thread state is not serialisable") from exc
         try:
-            state_writer().submit(path, payload, durability)
+            return state_writer().submit(path, payload, durability)
         except WriteError as exc:
             raise StateWriteFailed(exc.reason) from None
 
-    @staticmethod
-    def _unlink(path: Path) -> None:
+    def _unlink(self, path: Path) -> None:
         """Remove a thread file (crash class, docs/design.md#commit-durability). The sidecar lock file is kept on
         purpose: a waiter may already hold a descriptor on it, and unlinking it would let a newcomer lock
         a different inode."""
+        self._cache.drop(str(path))
         try:
             state_writer().submit(path, None, Durability.CRASH)
         except WriteError as exc:

@@ -12,14 +12,17 @@ second (at once when too many are outstanding), skipped for a file that a later 
 by a second thread (the syncer), so no commit ever waits behind a sync it did not ask for.
 A thread's writes land in the order made: each waits, under the thread's lock, until it is done.
 
-The waiting side works under both back-ends: in a gevent-patched process the waiter parks its greenlet on
-an async watcher of its hub (safe to signal from another thread); otherwise it waits on a native event.
+The waiting side works under both back-ends (`state.handoff`): in a gevent-patched process the waiter parks
+its greenlet until the hub's async watcher (safe to signal from another thread) wakes it; otherwise it waits
+on a native lock.
 """
 
 from __future__ import annotations
 
 import enum
 import os
+import stat
+import sys
 import tempfile
 import threading
 import time
@@ -27,9 +30,11 @@ from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = ["Durability", "StateWriter", "WriteError", "state_writer"]
+from agui_bridge.state.handoff import Waiter, native_primitives, new_waiter
+
+__all__ = ["Durability", "FileSignature", "StateWriter", "WriteError", "file_signature", "state_writer"]
 
 FILE_MODE = 0o600
 _REPLACE_RETRY_DELAYS_S = (0.01, 0.05, 0.1)
@@ -40,6 +45,11 @@ SYNC_DELAY_S = 1.0
 MAX_DEFERRED_SYNCS = 256
 #: The writer wakes at least this often to hand aged writes to the syncer.
 IDLE_POLL_S = 0.5
+#: In a gevent worker, the longest the busy hub keeps the GIL from a writer thread that asks for it
+#: (Python's default is 5 ms). A write re-takes the GIL after each of its ~6 system calls, so with the
+#: default a crash-class commit waited up to 30 ms for the GIL alone while greenlets kept the hub busy
+#: (docs/design.md#state-writer). Only lowered, never raised; no effect while no other thread wants the GIL.
+HUB_SWITCH_INTERVAL_S = 0.001
 
 
 class Durability(enum.Enum):
@@ -59,63 +69,17 @@ class WriteError(Exception):
         self.reason = reason
 
 
-class _Waiter(Protocol):
-    def complete(self) -> None: ...
-
-    def wait(self) -> None: ...
-
-
-class _NativeWaiter:
-    """Plain threads (no gevent patching): a native event."""
-
-    def __init__(self, native_event: Any) -> None:
-        self._event = native_event
-
-    def complete(self) -> None:
-        self._event.set()
-
-    def wait(self) -> None:
-        self._event.wait()
-
-
-class _HubWaiter:
-    """A greenlet's wait: the writer thread `send`s an async watcher, whose callback runs in the hub.
-
-    The watcher closes itself in its callback (created and destroyed in the hub's thread, as gevent
-    requires), so a waiter whose greenlet is killed while waiting leaks nothing.
-    """
-
-    def __init__(self) -> None:
-        import gevent
-        import gevent.event
-
-        self._event = gevent.event.Event()
-        self._watcher = gevent.get_hub().loop.async_()
-        self._watcher.start(self._fire)
-
-    def _fire(self) -> None:
-        watcher = self._watcher
-        watcher.stop()
-        watcher.close()
-        self._event.set()
-
-    def complete(self) -> None:
-        self._watcher.send()
-
-    def wait(self) -> None:
-        self._event.wait()
-
-
 class _Job:
-    __slots__ = ("done", "durability", "error", "path", "payload", "waiter")
+    __slots__ = ("done", "durability", "error", "path", "payload", "signature", "waiter")
 
-    def __init__(self, path: Path, payload: bytes | None, durability: Durability, waiter: _Waiter) -> None:
+    def __init__(self, path: Path, payload: bytes | None, durability: Durability, waiter: Waiter) -> None:
         self.path = path
         #: None: remove the file (retention).
         self.payload = payload
         self.durability = durability
         self.waiter = waiter
         self.error: WriteError | None = None
+        self.signature: FileSignature | None = None
         self.done = False
 
     def finish(self) -> None:
@@ -125,41 +89,26 @@ class _Job:
             self.waiter.complete()
 
 
-def _start_native_thread(target: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
-    threading.Thread(target=target, args=args, name=name, daemon=True).start()
+#: What identifies one write of a thread file: (st_dev, st_ino, st_size, st_mtime_ns, st_mode).
+FileSignature = tuple[int, int, int, int, int]
 
 
-def _native() -> tuple[Callable[[], Any], Callable[[], Any], Callable[..., Any], bool]:
-    """(lock factory, event factory, thread starter, patched): the real primitives even after patching."""
-    try:
-        from gevent import monkey
-    except ImportError:  # pragma: no cover - gevent is a hard dependency
-        return threading.Lock, threading.Event, _start_native_thread, False
-    if not monkey.is_module_patched("threading"):
-        return threading.Lock, threading.Event, _start_native_thread, False
-    lock = monkey.get_original("threading", "Lock")
-    start = monkey.get_original("_thread", "start_new_thread")
+def file_signature(info: os.stat_result) -> FileSignature:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode)
 
-    class _Event:
-        """A native event from a native lock (threading.Event is gevent's once patched)."""
 
-        def __init__(self) -> None:
-            self._lock = lock()
-            self._lock.acquire()
-
-        def set(self) -> None:
-            with suppress(RuntimeError):
-                self._lock.release()
-
-        def wait(self) -> None:
-            self._lock.acquire()
-            self._lock.release()
-
-    def start_thread(target: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
-        del name  # a raw OS thread: never joined, dies with the process
-        start(target, args)
-
-    return lock, _Event, start_thread, True
+def _stamp(fd: int) -> FileSignature | None:
+    """Make the file private (0600) and give it a modification time to the nanosecond (the clock's, not the
+    filesystem's tick, which every file written in the same few milliseconds shares), then read its
+    signature. While the cache (`state.doc_cache`) remembers it, a file whose stat shows the same inode,
+    size and time is this very write (docs/design.md#state-cache). None if the filesystem rounded the time."""
+    now = time.time_ns()
+    os.utime(fd, ns=(now, now))
+    info = os.fstat(fd)
+    if stat.S_IMODE(info.st_mode) != FILE_MODE:  # mkstemp makes 0600, unless the umask took bits away
+        os.fchmod(fd, FILE_MODE)
+        info = os.fstat(fd)
+    return file_signature(info) if info.st_mtime_ns == now else None
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -206,9 +155,11 @@ class StateWriter:
 
     def __init__(self) -> None:
         self._pid = os.getpid()
-        lock, event, start_thread, patched = _native()
+        lock, start_thread, patched = native_primitives()
         self._patched = patched
-        self._event_factory = event
+        if patched and sys.getswitchinterval() > HUB_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(HUB_SWITCH_INTERVAL_S)
+        self._lock_factory = lock
         self._lanes = {durability: _Lane(durability, lock) for durability in Durability}
         #: Crash-class files renamed into place but not yet fsynced: path -> (open descriptor, written at).
         self._deferred: dict[Path, tuple[int, float]] = {}
@@ -225,16 +176,20 @@ class StateWriter:
 
     # -------------------------------------------------------------------------------- submitting side
 
-    def submit(self, path: Path, payload: bytes | None, durability: Durability) -> None:
-        """Write (or, with `payload` None, remove) `path` and wait until done; raises `WriteError`."""
-        waiter: _Waiter = _HubWaiter() if self._patched else _NativeWaiter(self._event_factory())
-        job = _Job(path, payload, durability, waiter)
+    def submit(self, path: Path, payload: bytes | None, durability: Durability) -> FileSignature | None:
+        """Write (or, with `payload` None, remove) `path` and wait until done; raises `WriteError`.
+
+        Returns the written file's signature (`file_signature`), or None for a removal or a filesystem
+        that did not keep the exact modification time this write gave the file.
+        """
+        job = _Job(path, payload, durability, new_waiter(self._patched, self._lock_factory))
         lane = self._lanes[durability]
         lane.jobs.append(job)
         lane.wake()
-        waiter.wait()
+        job.waiter.wait()
         if job.error is not None:
             raise job.error
+        return job.signature
 
     def pending(self, durability: Durability) -> int:
         """Writes of this class waiting for their lane (tests and diagnostics)."""
@@ -309,7 +264,7 @@ class StateWriter:
             view = memoryview(job.payload)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fchmod(fd, FILE_MODE)
+            job.signature = _stamp(fd)
             if job.durability is Durability.POWER:
                 os.fsync(fd)
             _replace(tmp_name, job.path)

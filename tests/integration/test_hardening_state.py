@@ -117,20 +117,20 @@ def test_finding_07_a_waiter_on_a_swept_lock_retries_on_the_new_inode(tmp_path: 
     with store.transaction("t1") as txn:
         txn.commit(model.new_thread("t1", "/w", None, "ros", "exec-1"))
     lock_path = tmp_path / "threads" / "t1.json.lock"
-    from filelock import FileLock
+    from agui_bridge.state import flock
 
-    real_acquire = FileLock.acquire
+    real_acquire = flock._try_lock
     calls: list[int] = []
 
-    def acquire_then_unlink(self: FileLock, *args: Any, **kwargs: Any) -> Any:
-        result = real_acquire(self, *args, **kwargs)
+    def acquire_then_unlink(*args: Any, **kwargs: Any) -> Any:
+        result = real_acquire(*args, **kwargs)
         calls.append(1)
         if len(calls) == 1:
             os.unlink(lock_path)  # as if swept between this waiter's open and its flock
         return result
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(FileLock, "acquire", acquire_then_unlink)
+        patch.setattr(flock, "_try_lock", acquire_then_unlink)
         with store.transaction("t1") as txn:
             assert txn.state is not None
             assert lock_path.exists()

@@ -220,3 +220,26 @@ def test_gevent_hub_keeps_running_while_the_writer_is_slow(tmp_path: Path) -> No
     assert sum(result["batches"]) == 50 and len(result["batches"]) <= 2
     # Every batch took 0.3 s on the writer thread; a blocked hub would not tick at all meanwhile.
     assert result["ticks"] >= 10
+
+
+_SWITCH_SCRIPT = """
+import sys
+if sys.argv[1] == "patched":
+    from gevent import monkey
+    monkey.patch_all()
+sys.setswitchinterval(float(sys.argv[2]))
+from agui_bridge.state.writer import state_writer
+state_writer()
+print(sys.getswitchinterval())
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "before", "after"),
+    [("patched", 0.005, writer_mod.HUB_SWITCH_INTERVAL_S), ("patched", 0.0002, 0.0002), ("plain", 0.005, 0.005)],
+)
+def test_a_gevent_worker_hands_the_gil_to_the_writer_sooner(mode: str, before: float, after: float) -> None:
+    """Only in a patched process, and only lowered: a busy hub keeps the GIL from the writer at most 1 ms."""
+    command = [sys.executable, "-c", _SWITCH_SCRIPT, mode, str(before)]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+    assert float(out.stdout.strip()) == pytest.approx(after)

@@ -1,0 +1,148 @@
+"""Copies for the document cache equal what reading the written file back gives (docs/design.md#state-cache)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agui_bridge import limits
+from agui_bridge.state.model import (
+    AppliedResume,
+    Execution,
+    PendingInterrupt,
+    RunLease,
+    ThreadState,
+    from_document,
+    new_thread,
+    to_document,
+)
+from agui_bridge.state.snapshot import copy_state, stored_copy
+
+DIGEST = "ab" * 32
+
+
+def _round_trip(state: ThreadState) -> ThreadState:
+    text = json.dumps(to_document(state), indent=2, ensure_ascii=False, allow_nan=False)
+    return from_document(json.loads(text), state.thread_id)
+
+
+def _same(copy: ThreadState, read: ThreadState) -> bool:
+    """Equal, and in the same order where order means something (dict equality ignores it)."""
+    return (
+        copy == read
+        and list(copy.run_digests) == list(read.run_digests)
+        and list(copy.execution.pending) == list(read.execution.pending)
+        and to_document(copy) == to_document(read)
+    )
+
+
+def _full() -> ThreadState:
+    state = new_thread("thread-1", "/work/ws", "user-1", "ros-1", "exec-1")
+    state.session_id = "session-1"
+    state.execution.task_id = "task-1"
+    state.execution.pipeline_sequence = 3
+    state.execution.pipeline_open_steps = ["b", "a", "b"]
+    state.execution.text_snapshot_digests = [DIGEST, "0" * 64, DIGEST]
+    state.execution.traceparent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    state.execution.pending = {
+        "input-2": PendingInterrupt(
+            value={"inputId": "input-2", "kind": "permission", "secret": "dropped", "options": [{"id": "x"}]},
+            sideband=True,
+            expires_at_ms=1_795_000_000_123,
+            announced={"z": 1, "a": {"y": [1, {"b": 2, "a": 1}]}},
+        ),
+        "input-1": PendingInterrupt(value={"inputId": "input-1"}, sideband=False, expires_at_ms=1_795_000_000_000),
+    }
+    state.run_digests = {f"run-{i}": DIGEST for i in range(limits.MAX_RUN_DIGESTS + 5)}
+    state.run_digests[""] = DIGEST
+    state.applied_resume_digests = [AppliedResume(f"exec-{i % 3}", f"i-{i}", "d") for i in range(40)]
+    state.terminal_execution_ids = [f"exec-{i}" for i in range(limits.MAX_TERMINAL_EXECUTION_IDS + 3)] + ["exec-5"]
+    state.active_run = RunLease("run-1", "exec-1", "owner-1", 1_795_000_000_000, cancel_requested=True)
+    state.last_activity_ms = 1_795_000_000_999
+    return state
+
+
+def test_every_field_of_every_record_is_known() -> None:
+    """A new field must be added to `state.snapshot` (and to this list) or the cache would drop it."""
+    names = {
+        record.__name__: [f.name for f in dataclasses.fields(record)]
+        for record in (ThreadState, Execution, PendingInterrupt, RunLease, AppliedResume)
+    }
+    assert names == {
+        "ThreadState": [
+            "thread_id",
+            "context_id",
+            "cwd",
+            "user_id",
+            "session_id",
+            "execution",
+            "run_digests",
+            "applied_resume_digests",
+            "terminal_execution_ids",
+            "active_run",
+            "last_activity_ms",
+        ],
+        "Execution": [
+            "execution_id",
+            "ros_invocation_id",
+            "task_id",
+            "pipeline_sequence",
+            "pipeline_open_steps",
+            "text_snapshot_digests",
+            "pending",
+            "traceparent",
+        ],
+        "PendingInterrupt": ["value", "sideband", "expires_at_ms", "announced"],
+        "RunLease": ["run_id", "execution_id", "owner", "expires_at_ms", "cancel_requested"],
+        "AppliedResume": ["execution_id", "interrupt_id", "digest"],
+    }
+
+
+def test_stored_copy_equals_the_round_trip_through_the_file() -> None:
+    state = _full()
+    assert _same(stored_copy(state), _round_trip(state))
+    state.execution.traceparent = "not a traceparent"
+    state.active_run = None
+    assert _same(stored_copy(state), _round_trip(state))
+
+
+def test_copy_state_is_equal_and_shares_nothing_mutable() -> None:
+    original = stored_copy(_full())
+    copy = copy_state(original)
+    assert copy == original
+    copy.execution.pending["input-2"].value["options"][0]["id"] = "changed"  # type: ignore[index]
+    copy.execution.pending["input-2"].announced["a"]["y"].append(3)  # type: ignore[index]
+    copy.execution.pipeline_open_steps.append("c")
+    copy.run_digests["new"] = DIGEST
+    copy.applied_resume_digests[0].digest = "changed"
+    copy.terminal_execution_ids.clear()
+    assert copy.active_run is not None
+    copy.active_run.cancel_requested = False
+    copy.execution.task_id = None
+    assert original == stored_copy(_full())
+
+
+_ids = st.text(alphabet="abcxyz-0123", min_size=0, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(_ids, max_size=6),
+    digests=st.lists(_ids, max_size=6),
+    terminal=st.lists(_ids, max_size=8),
+    applied=st.lists(st.tuples(st.sampled_from(["exec-1", "exec-2"]), _ids.filter(bool)), max_size=6),
+    sideband=st.booleans(),
+)
+def test_stored_copy_matches_the_round_trip_for_any_record(
+    steps: list[str], digests: list[str], terminal: list[str], applied: list[tuple[str, str]], sideband: bool
+) -> None:
+    state = new_thread("t", "/w", None, "ros", "exec-1")
+    state.execution.pipeline_open_steps = [s for s in steps if s]
+    state.run_digests = dict.fromkeys(digests, "d")
+    state.terminal_execution_ids = terminal
+    state.applied_resume_digests = [AppliedResume(e, i, "d") for e, i in applied]
+    state.execution.pending = {"i": PendingInterrupt({"inputId": "i", "kind": "k", "x": 1}, sideband, 5)}
+    assert _same(stored_copy(state), _round_trip(state))

@@ -1,8 +1,8 @@
 """agui-bridge: a production AG-UI server in front of A2A 1.0 agent kernels.
 
 `create_app` is imported lazily so that `deploy/gunicorn.conf.py` and the CLI can import small
-stdlib-only modules of this package in the gunicorn master without pulling in Flask, requests or
-filelock before gevent patches the worker (docs/design.md#process-model).
+stdlib-only modules of this package in the gunicorn master without pulling in Flask or requests
+before gevent patches the worker (docs/design.md#process-model).
 """
 
 from __future__ import annotations

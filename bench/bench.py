@@ -893,7 +893,7 @@ def machine_info() -> dict[str, Any]:
 
 def versions() -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for dist in ("gunicorn", "gevent", "greenlet", "flask", "requests", "urllib3", "filelock", "uvloop", "py-spy"):
+    for dist in ("gunicorn", "gevent", "greenlet", "flask", "requests", "urllib3", "orjson", "uvloop", "py-spy"):
         with contextlib.suppress(Exception):
             from importlib.metadata import version
 

@@ -1,4 +1,4 @@
-"""Durable per-thread state: pure model/keys/owner, plus the filelock-backed `store`.
+"""Durable per-thread state: pure model/keys/owner, plus the flock-guarded `store`.
 
-Deliberately re-exports nothing, so importing the pure modules never pulls in filelock.
+Deliberately re-exports nothing, so importing the pure modules never starts the writer or touches a lock.
 """

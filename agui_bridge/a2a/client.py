@@ -16,12 +16,14 @@ import logging
 import socket
 import uuid
 from collections.abc import Iterator
+from http.client import HTTPException
 from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
 
 from agui_bridge import tracing
+from agui_bridge.a2a.chunked import ChunkDecoder, ChunkedError
 from agui_bridge.a2a.errors import (
     BACKUP_NOT_READY,
     A2ABackupNotReady,
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 A2A_VERSION_HEADER = ("A2A-Version", "1.0")
 ENSURE_RESTORED_PATH = "iac-code/session/ensure-restored"
 PIPELINE_STATE_PATH = "iac-code/pipeline/state"
+#: Most bytes taken from the upstream socket by one read of a stream (one batch of events).
+STREAM_READ_SIZE = 65536
 
 
 def _rpc_span(_client: object, method: str, *_args: object, **_kwargs: object) -> str:
@@ -57,15 +61,18 @@ class A2AStream:
         self._parser = SseParser()
 
     def batches(self) -> Iterator[list[A2AEvent]]:
+        reads = _network_reads(self._response)
+        if reads is None:  # not a plain chunked body: urllib3 reads it, one chunk at a time
+            reads = self._response.iter_content(chunk_size=None)
         try:
-            for chunk in self._response.iter_content(chunk_size=None):
-                messages = self._parser.feed(chunk)
+            for data in reads:
+                messages = self._parser.feed(data)
                 if messages:
                     yield [decode_message(m) for m in messages]
             tail = self._parser.close()
             if tail:
                 yield [decode_message(m) for m in tail]
-        except requests.RequestException as exc:
+        except (requests.RequestException, ChunkedError, HTTPException, OSError) as exc:
             raise A2ATransportError(f"A2A stream broke: {type(exc).__name__}") from exc
 
     def abort(self) -> None:
@@ -83,6 +90,37 @@ class A2AStream:
             self._response.close()
         except Exception:
             log.debug("closing the A2A stream failed", exc_info=True)
+
+
+def _network_reads(response: requests.Response) -> Iterator[bytes] | None:
+    """The payload of a chunked, unencoded body, one socket read at a time (docs/design.md#a2a-stream-batches);
+    None for any other body. Reads the buffered socket file urllib3 itself reads chunks from."""
+    raw = response.raw
+    original = getattr(raw, "_original_response", None)
+    file = getattr(original, "fp", None)
+    if (
+        not getattr(raw, "chunked", False)
+        or getattr(raw, "chunk_left", None) is not None
+        or response.headers.get("Content-Encoding")
+        or not hasattr(file, "read1")
+    ):
+        return None
+    return _read_chunked(raw, original, file)
+
+
+def _read_chunked(raw: Any, original: Any, file: Any) -> Iterator[bytes]:
+    decoder = ChunkDecoder()
+    while not decoder.done:
+        data = file.read1(STREAM_READ_SIZE)
+        if not data:
+            decoder.check_complete()  # raises: the connection ended inside the body
+        payload = decoder.feed(data)
+        if payload:
+            yield payload
+    # The whole body was read: the connection goes back to the pool, as urllib3 does at a body's end.
+    original.close()
+    if decoder.clean:
+        raw.release_conn()
 
 
 class A2AClient:

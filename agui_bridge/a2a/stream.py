@@ -24,8 +24,11 @@ from agui_bridge.a2a.sse_parser import SseParser
 
 log = logging.getLogger(__name__)
 
-#: Most bytes taken from the upstream socket by one read of a stream (one batch of events).
-STREAM_READ_SIZE = 65536
+#: Most bytes taken from the upstream socket by one read of a stream (one batch of events): about 16
+#: kernel text deltas (~500 bytes each). The pump queues up to `queue_maxsize` reads ahead of a slow client;
+#: with 64 KiB reads the thousands of decoded events this held outlived the young GC generations and
+#: brought on full collections (docs/design.md#a2a-stream-batches).
+STREAM_READ_SIZE = 8192
 
 
 class A2AStream:

@@ -21,16 +21,17 @@ class A2AEvent:
     """One unwrapped upstream event; read-only by convention.
 
     A plain slotted class: one is built per upstream event, and a frozen dataclass's `__init__`
-    (an `object.__setattr__` per field) cost three times as much (docs/design.md#a2a-stream-batches).
+    (an `object.__setattr__` per field) cost three times as much. It keeps the unwrapped body, not the
+    JSON-RPC envelope around it: events read ahead wait in the pump's queue, and every container they keep
+    alive is one more for the garbage collector to carry (docs/design.md#a2a-stream-batches).
     """
 
-    __slots__ = ("body", "context_id", "iac", "kind", "result", "state", "task_id")
+    __slots__ = ("body", "context_id", "iac", "kind", "state", "task_id")
 
     def __init__(
         self,
         kind: str,
         body: dict[str, Any],
-        result: dict[str, Any],
         task_id: str | None,
         context_id: str | None,
         state: str | None,
@@ -38,14 +39,13 @@ class A2AEvent:
     ) -> None:
         self.kind = kind
         self.body = body
-        self.result = result
         self.task_id = task_id
         self.context_id = context_id
         self.state = state
         self.iac: dict[str, Any] = {} if iac is None else iac
 
     def _fields(self) -> tuple[object, ...]:
-        return (self.kind, self.body, self.result, self.task_id, self.context_id, self.state, self.iac)
+        return (self.kind, self.body, self.task_id, self.context_id, self.state, self.iac)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, A2AEvent):
@@ -125,7 +125,7 @@ def unwrap(payload: object) -> A2AEvent:
     state = normalise_state(status.get("state")) if isinstance(status, dict) else None
     metadata = body.get("metadata")
     iac = metadata.get("iac_code") if isinstance(metadata, dict) else None
-    return A2AEvent(kind, body, result, task_id, context_id, state, iac if isinstance(iac, dict) else None)
+    return A2AEvent(kind, body, task_id, context_id, state, iac if isinstance(iac, dict) else None)
 
 
 def decode_message(message: SseMessage) -> A2AEvent:

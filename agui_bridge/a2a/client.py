@@ -79,6 +79,7 @@ class A2AClient:
         # JSON-RPC calls go straight to the session's urllib3 pool (docs/design.md#a2a-rpc-direct): what
         # requests would work out per call (headers, URL, timeouts) is worked out here, once.
         self._adapter = adapter
+        self._pool: Any = None  # the kernel's connection pool in the adapter's pool manager, looked up once
         self._rpc_path = parse_url(self.base_url).request_uri
         self._rpc_headers = {**self._session.headers, "Content-Type": "application/json"}
         self._rpc_headers["Accept-Encoding"] = "identity"  # the stream is read at the framing level
@@ -100,7 +101,9 @@ class A2AClient:
         if traced:
             headers = {**headers, **traced}
         try:
-            pool = self._adapter.poolmanager.connection_from_url(self.base_url)
+            pool = self._pool
+            if pool is None or pool.pool is None:  # first call, or the pool manager closed it (`close()`)
+                pool = self._pool = self._adapter.poolmanager.connection_from_url(self.base_url)
             return pool.urlopen(
                 "POST", self._rpc_path, body=body, headers=headers, retries=False, redirect=False,
                 assert_same_host=False, timeout=timeout, preload_content=not stream, decode_content=not stream,

@@ -183,3 +183,11 @@ def test_a_kernel_that_is_not_listening_is_a_transport_error() -> None:
         client.open_stream("SendStreamingMessage", {})
     with pytest.raises(A2ATransportError, match="request failed"):
         client.get_task("t")
+
+
+@pytest.mark.parametrize("kernel", [[reply("200 OK", TASK), reply("200 OK", TASK)]], indirect=True)
+def test_a_pool_closed_under_the_client_is_looked_up_again(kernel: Kernel) -> None:
+    client = A2AClient(f"http://127.0.0.1:{kernel.port}/", None)
+    assert client.get_task("t1").task_id == "t1"
+    client._adapter.poolmanager.clear()  # closes every pool, as closing the session does
+    assert client.get_task("t1").task_id == "t1"

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3 import Timeout
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.util import parse_url
 
 from agui_bridge import tracing
 from agui_bridge.a2a.errors import (
@@ -30,8 +32,9 @@ from agui_bridge.a2a.errors import (
     A2ASessionNotFound,
     A2ATransportError,
 )
-from agui_bridge.a2a.signals import A2AEvent, decode_message, unwrap
-from agui_bridge.a2a.sse_parser import SseParser
+from agui_bridge.a2a.signals import A2AEvent, unwrap
+from agui_bridge.a2a.sse_parser import decode_data
+from agui_bridge.a2a.stream import A2AStream
 from agui_bridge.loopback import normalise_upstream_url
 
 log = logging.getLogger(__name__)
@@ -47,42 +50,6 @@ def _rpc_span(_client: object, method: str, *_args: object, **_kwargs: object) -
 
 def _rpc_attributes(_client: object, method: str, *_args: object, **_kwargs: object) -> dict[str, str]:
     return {"rpc.system": "jsonrpc", "rpc.method": method}
-
-
-class A2AStream:
-    """An open upstream SSE response; `batches()` yields the events of each network read."""
-
-    def __init__(self, response: requests.Response) -> None:
-        self._response = response
-        self._parser = SseParser()
-
-    def batches(self) -> Iterator[list[A2AEvent]]:
-        try:
-            for chunk in self._response.iter_content(chunk_size=None):
-                messages = self._parser.feed(chunk)
-                if messages:
-                    yield [decode_message(m) for m in messages]
-            tail = self._parser.close()
-            if tail:
-                yield [decode_message(m) for m in tail]
-        except requests.RequestException as exc:
-            raise A2ATransportError(f"A2A stream broke: {type(exc).__name__}") from exc
-
-    def abort(self) -> None:
-        """Wake a reader blocked in recv() from another thread, then close (docs/design.md#runtime-backends)."""
-        try:
-            sock = self._response.raw._connection.sock  # type: ignore[union-attr]
-            if sock is not None:
-                sock.shutdown(socket.SHUT_RDWR)
-        except (AttributeError, OSError):
-            pass
-        self.close()
-
-    def close(self) -> None:
-        try:
-            self._response.close()
-        except Exception:
-            log.debug("closing the A2A stream failed", exc_info=True)
 
 
 class A2AClient:
@@ -109,38 +76,60 @@ class A2AClient:
         self._session.headers.update({A2A_VERSION_HEADER[0]: A2A_VERSION_HEADER[1]})
         if token:
             self._session.headers["Authorization"] = f"Bearer {token}"
+        # JSON-RPC calls go straight to the session's urllib3 pool (docs/design.md#a2a-rpc-direct): what
+        # requests would work out per call (headers, URL, timeouts) is worked out here, once.
+        self._adapter = adapter
+        self._pool: Any = None  # the kernel's connection pool in the adapter's pool manager, looked up once
+        self._rpc_path = parse_url(self.base_url).request_uri
+        self._rpc_headers = {**self._session.headers, "Content-Type": "application/json"}
+        self._rpc_headers["Accept-Encoding"] = "identity"  # the stream is read at the framing level
+        self._stream_timeouts = Timeout(connect=connect_timeout_s, read=read_timeout_s)
+        self._call_timeouts = Timeout(connect=connect_timeout_s, read=call_timeout_s)
 
     @staticmethod
-    def _envelope(method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+    def _envelope(method: str, params: dict[str, Any]) -> bytes:
+        envelope = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+        try:
+            return orjson.dumps(envelope)
+        except TypeError:  # orjson.JSONEncodeError (a non-string key, an integer beyond 64 bits)
+            return json.dumps(envelope, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+    def _post(self, body: bytes, timeout: Timeout, *, stream: bool) -> Any:
+        """POST one JSON-RPC call to the kernel's pooled keep-alive connection; the urllib3 response."""
+        headers = self._rpc_headers
+        traced = tracing.headers()
+        if traced:
+            headers = {**headers, **traced}
+        try:
+            pool = self._pool
+            if pool is None or pool.pool is None:  # first call, or the pool manager closed it (`close()`)
+                pool = self._pool = self._adapter.poolmanager.connection_from_url(self.base_url)
+            return pool.urlopen(
+                "POST", self._rpc_path, body=body, headers=headers, retries=False, redirect=False,
+                assert_same_host=False, timeout=timeout, preload_content=not stream, decode_content=not stream,
+                release_conn=not stream,
+            )  # fmt: skip
+        except (Urllib3Error, OSError) as exc:
+            raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
 
     @tracing.traced(_rpc_span, _rpc_attributes, client=True)
     def open_stream(self, method: str, params: dict[str, Any]) -> A2AStream:
         """POST a streaming JSON-RPC call; JSON-RPC errors (HTTP 200 JSON) raise A2ARpcError."""
-        try:
-            response = self._session.post(
-                self.base_url,
-                json=self._envelope(method, params),
-                stream=True,
-                timeout=self._stream_timeout,
-                headers=tracing.headers(),
-            )
-        except requests.RequestException as exc:
-            raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
-        if response.status_code >= 400:
-            response.close()
-            raise A2ATransportError(f"A2A answered HTTP {response.status_code}")
-        content_type = response.headers.get("Content-Type", "")
-        if "text/event-stream" not in content_type:
+        raw = self._post(self._envelope(method, params), self._stream_timeouts, stream=True)
+        stream = A2AStream(raw)
+        if raw.status >= 400:
+            stream.close()
+            raise A2ATransportError(f"A2A answered HTTP {raw.status}")
+        if "text/event-stream" not in raw.headers.get("Content-Type", ""):
             try:
-                payload = json.loads(response.content)
-            except ValueError as exc:
+                payload = decode_data(raw.read(decode_content=True))
+            except (ValueError, Urllib3Error, OSError) as exc:
                 raise A2ABadReply("A2A answered with a body that is not JSON") from exc
             finally:
-                response.close()
+                stream.close()
             unwrap(payload)  # raises A2ARpcError for an error object
             raise A2ABadReply("A2A answered a streaming call without a stream")
-        return A2AStream(response)
+        return stream
 
     @tracing.traced(_rpc_span, _rpc_attributes, client=True)
     def call(self, method: str, params: dict[str, Any], *, long: bool = False) -> A2AEvent:
@@ -148,17 +137,13 @@ class A2AClient:
 
         `long` uses the stream read timeout: a unary `SendMessage` returns only when the turn ends.
         """
-        timeout = self._stream_timeout if long else self._call_timeout
+        raw = self._post(
+            self._envelope(method, params), self._stream_timeouts if long else self._call_timeouts, stream=False
+        )
+        if raw.status >= 400:
+            raise A2ATransportError(f"A2A answered HTTP {raw.status}")
         try:
-            response = self._session.post(
-                self.base_url, json=self._envelope(method, params), timeout=timeout, headers=tracing.headers()
-            )
-        except requests.RequestException as exc:
-            raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
-        if response.status_code >= 400:
-            raise A2ATransportError(f"A2A answered HTTP {response.status_code}")
-        try:
-            payload = response.json()
+            payload = decode_data(raw.data)
         except ValueError as exc:
             raise A2ABadReply("A2A answered with a body that is not JSON") from exc
         return unwrap(payload)

@@ -24,12 +24,38 @@ def decode_data(data: bytes) -> object:
         return json.loads(data)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SseMessage:
+    """One SSE record; read-only by convention (not frozen: one is built per upstream event)."""
+
     event: str
     data: bytes
     #: The record's own `id:` line, raw (the kernel sends none; AG-UI clients of the bridge read them).
     event_id: bytes | None = None
+
+
+def _simple_records(buffer: bytes, messages: list[SseMessage]) -> int:
+    """Take the leading records of the kernel's own shape, `data: <one line>` CRLF CRLF, found with
+    `bytes.find` instead of splitting lines (docs/design.md#a2a-stream-batches); return where the
+    first other record, or the unfinished one, starts."""
+    find = buffer.find
+    pos = 0
+    while True:
+        end = find(b"\r\n\r\n", pos)
+        if end < 0 or not buffer.startswith(b"data: ", pos) or find(b"\r", pos, end) >= 0 or find(b"\n", pos, end) >= 0:
+            return pos
+        messages.append(SseMessage("message", buffer[pos + 6 : end]))
+        pos = end + 4
+
+
+def _simple_partial(rest: bytes) -> bool:
+    """`rest` can only be the start of a simple record (no line of it was complete and anything else)."""
+    line = rest.rstrip(b"\r\n")
+    if rest[len(line) :] not in (b"", b"\r", b"\r\n", b"\r\n\r"):
+        return False
+    if b"\r" in line or b"\n" in line:
+        return False
+    return line.startswith(b"data: ") or b"data: ".startswith(line)
 
 
 class SseParser:
@@ -43,25 +69,37 @@ class SseParser:
 
     def feed(self, chunk: bytes) -> list[SseMessage]:
         buffer = self._buffer + chunk if self._buffer else chunk
-        keep_cr = buffer.endswith(b"\r")
-        if keep_cr:
-            buffer = buffer[:-1]
-        if b"\r" in buffer:
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = buffer.split(b"\n")
-        rest = lines.pop()
-        self._buffer = rest + b"\r" if keep_cr else rest
+        self._buffer = b""
         messages: list[SseMessage] = []
+        if self._data or self._event or self._id is not None:
+            return self._lines(buffer, messages)
+        pos = _simple_records(buffer, messages)
+        rest = buffer[pos:] if pos else buffer
+        if _simple_partial(rest):
+            self._buffer = rest  # the start of the next simple record: parsed once it is complete
+            return messages
+        return self._lines(rest, messages)
+
+    def _lines(self, buffer: bytes, messages: list[SseMessage]) -> list[SseMessage]:
+        """The general parser: every field, every line ending; an unfinished line waits in the buffer."""
+        if b"\r" not in buffer:
+            lines = buffer.split(b"\n")
+            self._buffer = lines.pop()
+        elif buffer.count(b"\r") == buffer.count(b"\n") == buffer.count(b"\r\n"):
+            lines = buffer.split(b"\r\n")
+            self._buffer = lines.pop()
+        else:
+            lines = self._mixed_lines(buffer)
+        data = self._data
         for line in lines:
             if not line:
-                if self._data:
-                    messages.append(SseMessage(self._event or "message", b"\n".join(self._data), self._id))
-                self._data = []
+                if data:
+                    messages.append(SseMessage(self._event or "message", b"\n".join(data), self._id))
+                    data = self._data = []
                 self._event = ""
                 self._id = None
             elif line.startswith(b"data:"):
-                value = line[5:]
-                self._data.append(value[1:] if value.startswith(b" ") else value)
+                data.append(line[6:] if line.startswith(b"data: ") else line[5:])
             elif line.startswith(b":"):
                 continue
             elif line.startswith(b"event:"):
@@ -69,6 +107,16 @@ class SseParser:
             elif line.startswith(b"id:"):
                 self._id = line[3:].strip()
         return messages
+
+    def _mixed_lines(self, buffer: bytes) -> list[bytes]:
+        """Lines of a buffer framed with lone CRs or a mix of line ends; a trailing CR may start a CRLF."""
+        keep_cr = buffer.endswith(b"\r")
+        if keep_cr:
+            buffer = buffer[:-1]
+        lines = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        rest = lines.pop()
+        self._buffer = rest + b"\r" if keep_cr else rest
+        return lines
 
     def close(self) -> list[SseMessage]:
         """Flush a final record that the server did not terminate with a blank line."""

@@ -38,6 +38,8 @@ def allow_listed(raw: dict[str, Any]) -> dict[str, Any]:
 
 def collect_inputs(iac: dict[str, Any]) -> list[InputRequest]:
     """`input` plus every `pendingPermissions` entry with `required === true`, de-duplicated."""
+    if "input" not in iac and "pendingPermissions" not in iac:
+        return []  # most events (every text delta) ask for nothing
     candidates: list[tuple[dict[str, Any], bool]] = []
     direct = iac.get("input")
     if isinstance(direct, dict):

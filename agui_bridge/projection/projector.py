@@ -43,6 +43,10 @@ def _status_text(body: dict[str, Any]) -> tuple[str | None, str]:
 def _parts_text(parts: object) -> str:
     if not isinstance(parts, list):
         return ""
+    if len(parts) == 1:  # a text delta: one part
+        part = parts[0]
+        text = part.get("text") if isinstance(part, dict) else None
+        return text if isinstance(text, str) else ""
     return "".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 

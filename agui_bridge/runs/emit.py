@@ -15,7 +15,7 @@ from typing import Protocol
 
 from agui_bridge.runs.observer import RunObserver
 from agui_bridge.wire.events import Event
-from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_event
+from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_numbered
 
 
 class FrameSink(Protocol):
@@ -41,16 +41,19 @@ class Emitter:
 
     def events(self, events: Sequence[Event]) -> bytes:
         """Frame a batch of events as one buffer, so one upstream read becomes one socket write."""
-        self._observer.events(event["type"] for event in events)
+        self._observer.events([event["type"] for event in events])
+        sink = self.sink
+        position = self.position
         frames = []
         for event in events:
-            self.position += 1
-            data = b"id: %d\n" % self.position + encode_event(event)
-            if self.sink is not None:
-                self.sink.frame(self.position, event, data)
+            position += 1
+            data = encode_numbered(position, event)
+            if sink is not None:
+                sink.frame(position, event, data)
             frames.append(data)
-        _flush(self.sink)  # recorded before the bytes go out
-        return b"".join(frames)
+        self.position = position
+        _flush(sink)  # recorded before the bytes go out
+        return frames[0] if len(frames) == 1 else b"".join(frames)
 
     def record_only(self, events: Sequence[Event]) -> None:
         """Number and offer events to the sink without showing them: the end of a run whose client is
@@ -58,7 +61,7 @@ class Emitter:
         for event in events:
             self.position += 1
             if self.sink is not None:
-                self.sink.frame(self.position, event, b"id: %d\n" % self.position + encode_event(event))
+                self.sink.frame(self.position, event, encode_numbered(self.position, event))
         _flush(self.sink)
 
     def heartbeat(self) -> bytes:

@@ -38,6 +38,12 @@ def encode_event(event: Mapping[str, Any]) -> bytes:
     return b"data: " + _json(event) + b"\n\n"
 
 
+def encode_numbered(position: int, event: Mapping[str, Any]) -> bytes:
+    """One SSE frame with its `id:` line (the event's position in its run, docs/design.md#emitter), made
+    in one formatting step: this runs once per event shown."""
+    return b"id: %d\ndata: %b\n\n" % (position, _json(event))
+
+
 def encode_events(events: Iterable[Mapping[str, Any]]) -> bytes:
     """One buffer for a batch of events, so one upstream read becomes one socket write."""
     return b"".join(encode_event(e) for e in events)

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agui_bridge.a2a.sse_parser import SseMessage, SseParser
 from tests.golden import transcript_bytes
@@ -51,3 +55,42 @@ def test_a_record_keeps_its_own_id_line_and_the_next_starts_without_one() -> Non
     parser = SseParser()
     messages = parser.feed(b"id: 7\r\ndata: {}\r\n\r\ndata: {}\n\n")
     assert [(m.event_id, m.data) for m in messages] == [(b"7", b"{}"), (None, b"{}")]
+
+
+def reference_parse(raw: bytes) -> list[SseMessage]:
+    """The line-by-line reading of the whole stream at once: what any chunking must give."""
+    lines = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    out: list[SseMessage] = []
+    data: list[bytes] = []
+    event, event_id = "", None
+    for line in [*lines, b""]:
+        if not line:
+            if data:
+                out.append(SseMessage(event or "message", b"\n".join(data), event_id))
+            data, event, event_id = [], "", None
+        elif line.startswith(b"data:"):
+            data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+        elif line.startswith(b"event:"):
+            event = line[6:].strip().decode("utf-8", "replace")
+        elif line.startswith(b"id:"):
+            event_id = line[3:].strip()
+    return out
+
+
+_PIECES = st.sampled_from(
+    [b"data: ", b"data:", b'{"a":1}', b"x", b"\r\n", b"\n", b"\r", b": ping", b"event: error", b"id: 7", b"\r\n\r\n"]
+)
+
+
+@given(pieces=st.lists(_PIECES, max_size=40), cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=10))
+def test_the_fast_path_reads_any_framing_and_chunking_like_lines(pieces: list[bytes], cuts: list[int]) -> None:
+    raw = b"".join(pieces)
+    points = sorted({c % (len(raw) + 1) for c in cuts} | {0, len(raw)})
+    assert parse([raw[a:b] for a, b in itertools.pairwise(points)]) == reference_parse(raw)
+
+
+def test_kernel_records_in_one_read_come_out_in_order_and_a_cut_one_waits() -> None:
+    parser = SseParser()
+    first = parser.feed(b'data: {"n":1}\r\n\r\ndata: {"n":2}\r\n\r\ndata: {"n":')
+    assert [m.data for m in first] == [b'{"n":1}', b'{"n":2}']
+    assert [m.data for m in parser.feed(b"3}\r\n\r\n")] == [b'{"n":3}']

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from agui_bridge.start_gate import START_GATE_LIMIT, PriorityGate
+
 
 class Empty(Exception):
     """queue_get timed out."""
@@ -27,6 +29,8 @@ class TaskHandle(Protocol):
 
 class Runtime(Protocol):
     name: str
+    #: The worker's start gate (docs/design.md#start-gate): admissions and kernel opens of a burst.
+    start_gate: PriorityGate
 
     def spawn(
         self, fn: Callable[..., Any], *args: Any, name: str, on_stop: Callable[[], None] | None = None
@@ -63,6 +67,9 @@ class _ThreadHandle:
 
 class ThreadRuntime:
     name = "threads"
+
+    def __init__(self) -> None:
+        self.start_gate = PriorityGate(START_GATE_LIMIT, threading.Event)
 
     def spawn(
         self, fn: Callable[..., Any], *args: Any, name: str, on_stop: Callable[[], None] | None = None
@@ -109,10 +116,12 @@ class GeventRuntime:
 
     def __init__(self) -> None:
         import gevent
+        import gevent.event
         import gevent.queue
 
         self._gevent = gevent
         self._queue_mod = gevent.queue
+        self.start_gate = PriorityGate(START_GATE_LIMIT, gevent.event.Event)
 
     def spawn(
         self, fn: Callable[..., Any], *args: Any, name: str, on_stop: Callable[[], None] | None = None

@@ -116,6 +116,8 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.cfg = dict(QUICK if args.quick else FULL)
+        if getattr(args, "idle_sizes", ""):
+            self.cfg["idle_sizes"] = [int(x) for x in args.idle_sizes.split(",") if x.strip()]
         self.token = secrets.token_hex(16)
         self.tmp = Path(tempfile.mkdtemp(prefix="agui-bench-"))
         self.logs = self.tmp / "logs"
@@ -398,6 +400,33 @@ class Bench:
         ]
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
 
+    def profile_burst(self, pid: int, seconds: float, name: str) -> subprocess.Popen[str]:
+        """On-CPU profile (every thread, not --idle) of the worker while a burst is admitted: what each
+        stream start costs. Stopped with SIGINT once every stream started."""
+        spy = h.BENCH_DIR / ".venv" / "bin" / "py-spy"
+        raw = self.tmp / f"{name}.raw.txt"
+        cmd = [str(spy), "record", "-p", str(pid), "--nonblocking", "--rate", "200"]
+        cmd += ["--duration", str(int(seconds) + 5), "--format", "raw", "-o", str(raw)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+        time.sleep(1.0)  # py-spy attaches before the burst begins
+        return proc
+
+    def finish_burst_profile(self, proc: subprocess.Popen[str], name: str, pid: int) -> dict[str, Any] | None:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return None
+        raw = self.tmp / f"{name}.raw.txt"
+        if not raw.exists():
+            return None
+        summary = summarise(raw)
+        text_path = self.results_dir / f"{self.stem}-{name}-profile.txt"
+        text_path.write_text(
+            as_text(summary, f"py-spy on-CPU profile (all threads): {name} (pid {pid}), burst to last RUN_STARTED")
+        )
+        return {"top": text_path.name, "samples": summary["samples"], "mode": "on-CPU, all threads"}
+
     def finish_idle_profile(self, proc: subprocess.Popen[str], name: str, pid: int) -> dict[str, Any] | None:
         try:
             proc.wait(timeout=60)
@@ -554,6 +583,9 @@ class Bench:
         spy = None
         marks: dict[str, float] = {}
 
+        burst_spy = self.profile_burst(pid, limit, f"idle{n}-burst") if profile else None
+        let_go0 = h.runs_let_go(server.url) if kind in ("bridge", "bridge-tmpfs", "bridge-stock") else None
+
         async def run() -> list[lg.StreamRecord]:
             nonlocal spy
             recs = [lg.StreamRecord() for _ in range(n)]
@@ -569,6 +601,8 @@ class Bench:
                     break
                 await asyncio.sleep(0.05)
             marks["all"] = lg.now()
+            if burst_spy is not None:
+                burst_spy.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
             await asyncio.sleep(1.0)
             marks["c0"] = lg.now()
             result["cpu0"] = h.cpu_seconds(pid)
@@ -592,8 +626,21 @@ class Bench:
 
         h.log(f"idle: {kind} {n} streams, rep {rep}: burst")
         recs = asyncio.run(run())
+        # departures noticed: until the bridge has let go of every stream of the burst (each ended, its task
+        # cancelled, or detached: its reattach window started), from its own counters
+        if let_go0 is not None:
+            result["departures_noticed_s"] = None
+            t_end = time.monotonic() + cfg["teardown_limit_s"]
+            while time.monotonic() < t_end:
+                let_go = h.runs_let_go(server.url)
+                if let_go is not None and let_go - let_go0 >= n:
+                    result["departures_noticed_s"] = _r(lg.now() - marks["closed"], 3)
+                    break
+                time.sleep(0.1)
         if spy is not None:
             result["profile"] = self.finish_idle_profile(spy, f"idle{n}", pid)
+        if burst_spy is not None:
+            result["burst_profile"] = self.finish_burst_profile(burst_spy, f"idle{n}-burst", pid)
         # teardown: until the upstream holds none of this case's turns open any more (the server closed or
         # cancelled every one of them); pooled keep-alive connections of CancelTask calls do not count
         teardown = None
@@ -735,6 +782,7 @@ class Bench:
             ("upstream_connections",),
             ("upstream_streams_held",),
             ("teardown_s",),
+            ("departures_noticed_s",),
             ("run_started_from_burst_s", "unanswered_within_limit"),
             ("disk_fsync", "p50_ms"),
         ]
@@ -975,9 +1023,9 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
             "ms",
             f"{failed or 0:.0f} failed",
         )
-        v = med(s.get("teardown_s"))
+        v = med(s.get("departures_noticed_s")) if s.get("departures_noticed_s") else med(s.get("teardown_s"))
         add(
-            "1,000 streams: every departure noticed (all upstream turns cancelled after the clients left)",
+            "1,000 streams: every departure noticed (each run cancelled, or detached into its reattach window)",
             "<= 2 s",
             v,
             None if v is None else v <= 2.0,
@@ -1169,6 +1217,8 @@ def markdown(res: dict[str, Any]) -> str:
                     if med(s["teardown_s"]) is not None or key == "direct"
                     else (f"> {reps[0].get('teardown_limit_s', '?')} s")
                 )
+                if med(s.get("departures_noticed_s")) is not None:  # let go of (ended or detached) / upstream freed
+                    teardown = f"noticed {fmt(s['departures_noticed_s'], 3)}, upstream {teardown}"
                 held = fmt(s["upstream_streams_held"], 0)
                 sockets = fmt(s["upstream_connections"], 0)
                 health = fmt(s["health_held.p99_ms"])
@@ -1316,6 +1366,9 @@ def main() -> int:
         "--phases-before", default=PHASES_BEFORE_REF, help="git ref measured as 'before' in the phase breakdown"
     )
     parser.add_argument("--keep-tmp", action="store_true", help="keep the scratch directory (logs, state)")
+    parser.add_argument(
+        "--idle-sizes", default="", help="comma-separated stream counts of the idle section (default 100,1000,5000)"
+    )
     parser.add_argument("--render", metavar="JSON", help="only rewrite the markdown of an existing results file")
     args = parser.parse_args()
     if args.render:

@@ -155,6 +155,22 @@ def http_get(url: str, timeout: float = 2.0, headers: dict[str, str] | None = No
         return exc.code, exc.read()
 
 
+def runs_let_go(url: str, timeout: float = 10.0) -> float | None:
+    """Runs a bridge has let go of, from its `/metrics`: ended (any outcome) plus detached (their client
+    left and the reattach window started). None when `/metrics` does not answer."""
+    try:
+        status, body = http_get(url.rstrip("/") + "/metrics", timeout=timeout)
+    except OSError:
+        return None
+    if status != 200:
+        return None
+    total = 0.0
+    for line in body.decode("utf-8", "replace").splitlines():
+        if line.startswith(("agui_runs_detached_total ", "agui_runs_total{")):
+            total += float(line.rsplit(" ", 1)[-1])
+    return total
+
+
 class Proc:
     """A child process in its own session, logged to a file."""
 

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from agui_bridge.errors import A2AUnavailable, Cancelled
 from agui_bridge.runs.upstream import Item, UnaryAccepted, Upstream
 from agui_bridge.runtime import Empty, Runtime, TaskHandle
+from agui_bridge.start_gate import OPEN_WAIT_S
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +66,18 @@ class ClientGone(Exception):
 
 
 def read_into(items: Iterable[Any], queue: Any, runtime: Runtime, put_timeout_s: float) -> None:
-    """The pump's body. Catches Exception only: a kill must pass through."""
+    """The pump's body. Catches Exception only: a kill must pass through.
+
+    Opening the kernel stream (up to its first item) takes a slot of the worker's start gate behind the
+    admissions waiting for one (docs/design.md#start-gate): a burst gets its RUN_STARTED first.
+    """
+    gate = runtime.start_gate
+    held = gate.acquire(OPEN_WAIT_S, urgent=False)
     try:
         for item in items:
+            if held:
+                held = False
+                gate.release()
             runtime.queue_put(queue, item, put_timeout_s)
         runtime.queue_put(queue, Signal.END, put_timeout_s)
     except Exception as exc:  # noqa: BLE001 - reported to the stream as an item
@@ -75,6 +85,9 @@ def read_into(items: Iterable[Any], queue: Any, runtime: Runtime, put_timeout_s:
             runtime.queue_put(queue, PumpFailed(exc), put_timeout_s)
         except Exception:
             log.debug("pump could not report its failure", exc_info=True)
+    finally:
+        if held:
+            gate.release()
 
 
 class Pump:

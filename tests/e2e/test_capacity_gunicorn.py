@@ -1,13 +1,15 @@
-"""End to end (gunicorn + gevent): a departed client is noticed from its socket, not at the next write."""
+"""End to end (gunicorn + gevent): a departed client is noticed from its socket; a burst passes the start gate."""
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import requests
 
+from agui_bridge.start_gate import START_GATE_LIMIT
 from tests.bridge_harness import bridge_server, custom, new_thread_id, read_sse_until, run_body, wait_for_task_state
 
 pytestmark = pytest.mark.e2e
@@ -36,3 +38,17 @@ def test_a_departed_client_is_noticed_without_a_write(tmp_path: Path, demo_url: 
             assert time.monotonic() < deadline, "the lease of the departed run was not released"
             time.sleep(0.05)
         server.run(run_body(thread_id, "say hi", tmp_path), expect="success")
+
+
+def test_a_burst_larger_than_the_start_gate_is_served_whole(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+    """Three times the start gate's slots at once (docs/design.md#start-gate): every run is admitted and
+    finishes (the gate delays, never refuses), and /health answers while the burst is admitted."""
+    burst = 3 * START_GATE_LIMIT
+    with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, workers=1) as server:
+        bodies = [run_body(new_thread_id(), "say hi", tmp_path) for _ in range(burst)]
+        with ThreadPoolExecutor(max_workers=burst + 1) as pool:
+            runs = [pool.submit(server.run, body, expect="success") for body in bodies]
+            health = [requests.get(server.url + "health", timeout=10).status_code for _ in range(5)]
+            streams = [run.result(timeout=120) for run in runs]
+        assert health == [200] * 5
+        assert all(stream[0]["type"] == "RUN_STARTED" and stream[-1]["type"] == "RUN_FINISHED" for stream in streams)

@@ -6,6 +6,7 @@ inherited by workers before gevent patches them (docs/design.md#process-model). 
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Mapping
@@ -153,6 +154,9 @@ def post_worker_init(worker: Any) -> None:
     if service is not None:
         # Idle shutdown stops the whole server: ask the master, which drains every worker.
         service.start_maintenance(lambda: os.kill(worker.ppid, signal.SIGTERM))
+    # The app's objects live as long as the worker: keep them out of every full collection
+    # (docs/design.md#gc-freeze).
+    gc.freeze()
 
 
 def child_exit(server: Any, worker: Any) -> None:

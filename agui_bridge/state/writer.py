@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import enum
 import os
-import stat
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -32,17 +30,27 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from agui_bridge.state.filewrite import FileSignature, file_signature
+from agui_bridge.state.filewrite import create_temp as _create_temp
+from agui_bridge.state.filewrite import fsync_dir as _fsync_dir
+from agui_bridge.state.filewrite import replace as _replace
+from agui_bridge.state.filewrite import stamp as _stamp
+from agui_bridge.state.filewrite import syncfs_all as _syncfs_all
 from agui_bridge.state.handoff import Waiter, native_primitives, new_waiter
 
 __all__ = ["Durability", "FileSignature", "StateWriter", "WriteError", "file_signature", "state_writer"]
 
-FILE_MODE = 0o600
-_REPLACE_RETRY_DELAYS_S = (0.01, 0.05, 0.1)
 #: A crash-class write is fsynced in the background once it is this old and still current: most are
 #: replaced sooner (admission by the identity commit of the same run) and then need no sync at all.
 SYNC_DELAY_S = 1.0
 #: ... or at once, whatever their age, when this many are waiting (bounds open descriptors).
 MAX_DEFERRED_SYNCS = 256
+#: A deferred-sync batch this large is made durable by one syncfs(2) of its filesystem instead of an fsync
+#: per file and directory (docs/design.md#state-writer); smaller ones keep the per-file fsyncs.
+SYNCFS_MIN_FILES = 8
+#: Aged writes are handed to the syncer at most this often (unless `MAX_DEFERRED_SYNCS` are waiting), so
+#: a burst's writes reach it in batches rather than one or two at a time.
+SYNC_BATCH_INTERVAL_S = 0.25
 #: The writer wakes at least this often to hand aged writes to the syncer.
 IDLE_POLL_S = 0.5
 #: In a gevent worker, the longest the busy hub keeps the GIL from a writer thread that asks for it
@@ -89,47 +97,6 @@ class _Job:
             self.waiter.complete()
 
 
-#: What identifies one write of a thread file: (st_dev, st_ino, st_size, st_mtime_ns, st_mode).
-FileSignature = tuple[int, int, int, int, int]
-
-
-def file_signature(info: os.stat_result) -> FileSignature:
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode)
-
-
-def _stamp(fd: int) -> FileSignature | None:
-    """Make the file private (0600) and give it a modification time to the nanosecond (the clock's, not the
-    filesystem's tick, which every file written in the same few milliseconds shares), then read its
-    signature. While the cache (`state.doc_cache`) remembers it, a file whose stat shows the same inode,
-    size and time is this very write (docs/design.md#state-cache). None if the filesystem rounded the time."""
-    now = time.time_ns()
-    os.utime(fd, ns=(now, now))
-    info = os.fstat(fd)
-    if stat.S_IMODE(info.st_mode) != FILE_MODE:  # mkstemp makes 0600, unless the umask took bits away
-        os.fchmod(fd, FILE_MODE)
-        info = os.fstat(fd)
-    return file_signature(info) if info.st_mtime_ns == now else None
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _replace(source: str, target: Path) -> None:
-    """`os.replace`, retried briefly on PermissionError (a reader holding the file on some platforms)."""
-    for delay in _REPLACE_RETRY_DELAYS_S:
-        try:
-            os.replace(source, target)
-            return
-        except PermissionError:
-            time.sleep(delay)
-    os.replace(source, target)
-
-
 class _Lane:
     """One writer thread and its queue: one for each durability class."""
 
@@ -163,6 +130,7 @@ class StateWriter:
         self._lanes = {durability: _Lane(durability, lock) for durability in Durability}
         #: Crash-class files renamed into place but not yet fsynced: path -> (open descriptor, written at).
         self._deferred: dict[Path, tuple[int, float]] = {}
+        self._last_handoff = 0.0  # when `_sync_deferred` last handed a batch to the syncer (monotonic)
         self._deferred_lock = lock()  # both lanes forget entries; the crash lane adds and hands them on
         #: Deferred syncs handed to the syncer thread, which fsyncs them without delaying any commit.
         self._to_sync: deque[dict[Path, int]] = deque()
@@ -256,7 +224,7 @@ class StateWriter:
                 job.error = WriteError("thread state delete failed")
             return None
         try:
-            fd, tmp_name = tempfile.mkstemp(dir=job.path.parent, prefix=f".{job.path.name}.", suffix=".tmp")
+            fd, tmp_name = _create_temp(job.path)
         except OSError:
             job.error = WriteError("cannot create a temporary state file")
             return None
@@ -287,18 +255,28 @@ class StateWriter:
         """Hand crash-class writes older than `SYNC_DELAY_S` (all of them past `MAX_DEFERRED_SYNCS`) to the
         syncer thread, which makes them durable too (bounds the window) while the writer goes on: a commit
         never waits behind a sync it did not ask for."""
+        now = time.monotonic()
         with self._deferred_lock:
             if not self._deferred:
                 return
             if len(self._deferred) >= MAX_DEFERRED_SYNCS:
                 due, self._deferred = self._deferred, {}
             else:
-                cutoff = time.monotonic() - SYNC_DELAY_S
-                due = {path: entry for path, entry in self._deferred.items() if entry[1] <= cutoff}
+                if now - self._last_handoff < SYNC_BATCH_INTERVAL_S:
+                    return
+                # Entries are in the order written (a rewrite pops its path first), so the aged ones
+                # are a prefix: stop at the first that is not.
+                cutoff = now - SYNC_DELAY_S
+                due = {}
+                for path, entry in self._deferred.items():
+                    if entry[1] > cutoff:
+                        break
+                    due[path] = entry
                 if not due:
                     return
                 for path in due:
                     del self._deferred[path]
+            self._last_handoff = now
         self._to_sync.append({path: fd for path, (fd, _) in due.items()})
         with suppress(RuntimeError):
             self._sync_signal.release()
@@ -313,6 +291,11 @@ class StateWriter:
 
     @staticmethod
     def _sync(deferred: dict[Path, int]) -> None:
+        """Make a batch of crash-class writes durable: one `syncfs` of their filesystem for a batch of at
+        least `SYNCFS_MIN_FILES` (it flushes every file's data, inode and directory entry there, so it is
+        at least as strong as the fsyncs it replaces), else each file and then its directory."""
+        if len(deferred) >= SYNCFS_MIN_FILES and _syncfs_all(deferred):
+            return
         for fd in deferred.values():
             if fd >= 0:
                 with suppress(OSError):

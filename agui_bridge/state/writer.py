@@ -56,8 +56,9 @@ IDLE_POLL_S = 0.5
 #: In a gevent worker, the longest the busy hub keeps the GIL from a writer thread that asks for it
 #: (Python's default is 5 ms). A write re-takes the GIL after each of its ~6 system calls, so with the
 #: default a crash-class commit waited up to 30 ms for the GIL alone while greenlets kept the hub busy
-#: (docs/design.md#state-writer). Only lowered, never raised; no effect while no other thread wants the GIL.
-HUB_SWITCH_INTERVAL_S = 0.001
+#: (docs/design.md#state-writer). Only lowered, never raised; no effect while no other thread wants the GIL,
+#: and the number of forced switches is one per request whatever the interval: only their delay shrinks.
+HUB_SWITCH_INTERVAL_S = 0.00025
 
 
 class Durability(enum.Enum):

@@ -119,3 +119,35 @@ def test_a_failed_syncfs_falls_back_to_fsyncing_each_file(tmp_path: Path, monkey
     for _, fd in files:
         with pytest.raises(OSError):
             os.fstat(fd)  # closed
+
+
+def test_a_replaced_crash_write_is_released_after_its_successor_woke_its_waiter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The descriptor kept for a crash-class write's deferred sync is closed only after the next write of
+    the same file has been renamed over it and its waiter woken: freeing the old inode is off the path."""
+    store = ThreadStore(tmp_path)
+    with store.transaction("t1") as txn:
+        txn.commit(_state("t1"), Durability.CRASH)  # type: ignore[arg-type]
+    writer = writer_mod.state_writer()
+    old_fd = writer._deferred[store.path_for("t1")][0]
+    assert old_fd >= 0
+    events: list[str] = []
+    real_close, real_finish = os.close, writer_mod._Job.finish
+
+    def close(fd: int) -> None:
+        if fd == old_fd:
+            events.append("closed old")
+        real_close(fd)
+
+    def finish(job: writer_mod._Job) -> None:
+        events.append("woken")
+        real_finish(job)
+
+    monkeypatch.setattr(os, "close", close)
+    monkeypatch.setattr(writer_mod._Job, "finish", finish)
+    with store.transaction("t1") as txn:
+        txn.commit(_state("t1"), Durability.CRASH)  # type: ignore[arg-type]
+    _wait_until(lambda: "closed old" in events)
+    assert events == ["woken", "closed old"]
+    assert store.read("t1") == _state("t1")

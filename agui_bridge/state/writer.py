@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agui_bridge.state.filewrite import FileSignature, file_signature
+from agui_bridge.state.filewrite import close_file as _close
 from agui_bridge.state.filewrite import create_temp as _create_temp
 from agui_bridge.state.filewrite import fsync_dir as _fsync_dir
 from agui_bridge.state.filewrite import replace as _replace
@@ -196,7 +197,7 @@ class StateWriter:
             # the inode it replaced, so freeing that inode (about 50 us on ext4) is off the commit's path.
             for fd in replaced:
                 with suppress(OSError):
-                    os.close(fd)
+                    _close(fd)
 
     def _write_jobs(self, batch: list[_Job], replaced: list[int]) -> None:
         durable: list[_Job] = []
@@ -210,7 +211,7 @@ class StateWriter:
             elif job.durability is Durability.POWER:
                 durable.append(job)
                 if fd is not None:
-                    os.close(fd)
+                    _close(fd)
             else:
                 with self._deferred_lock:  # an unlink (no fd) only needs its directory synced
                     self._deferred[job.path] = (-1 if fd is None else fd, time.monotonic())
@@ -251,7 +252,7 @@ class StateWriter:
                 os.fsync(fd)
             _replace(tmp_name, job.path)
         except OSError:
-            os.close(fd)
+            _close(fd)
             with suppress(OSError):
                 os.unlink(tmp_name)
             job.error = WriteError("thread state write failed")
@@ -314,7 +315,7 @@ class StateWriter:
             if fd >= 0:
                 with suppress(OSError):
                     os.fsync(fd)
-                os.close(fd)
+                _close(fd)
         for directory in sorted({path.parent for path in deferred}):
             with suppress(OSError):
                 _fsync_dir(directory)

@@ -133,7 +133,7 @@ def test_a_replaced_crash_write_is_released_after_its_successor_woke_its_waiter(
     old_fd = writer._deferred[store.path_for("t1")][0]
     assert old_fd >= 0
     events: list[str] = []
-    real_close, real_finish = os.close, writer_mod._Job.finish
+    real_close, real_finish = writer_mod._close, writer_mod._Job.finish
 
     def close(fd: int) -> None:
         if fd == old_fd:
@@ -144,7 +144,7 @@ def test_a_replaced_crash_write_is_released_after_its_successor_woke_its_waiter(
         events.append("woken")
         real_finish(job)
 
-    monkeypatch.setattr(os, "close", close)
+    monkeypatch.setattr(writer_mod, "_close", close)
     monkeypatch.setattr(writer_mod._Job, "finish", finish)
     with store.transaction("t1") as txn:
         txn.commit(_state("t1"), Durability.CRASH)  # type: ignore[arg-type]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -151,3 +154,22 @@ def test_a_replaced_crash_write_is_released_after_its_successor_woke_its_waiter(
     _wait_until(lambda: "closed old" in events)
     assert events == ["woken", "closed old"]
     assert store.read("t1") == _state("t1")
+
+
+_CLOSE_SCRIPT = """
+from gevent import monkey
+monkey.patch_all()
+import os, json
+from agui_bridge.state import filewrite
+print(json.dumps({"patched_os_close": os.close is not filewrite.close_file,
+                  "builtin": type(filewrite.close_file).__name__}))
+"""
+
+
+def test_state_files_are_closed_without_gevents_extra_checks() -> None:
+    """After patching, `os.close` is gevent's (fcntl + fstat + close); the state layer's is the plain one."""
+    out = subprocess.run([sys.executable, "-c", _CLOSE_SCRIPT], capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "patched_os_close": True,
+        "builtin": "builtin_function_or_method",
+    }

@@ -80,7 +80,7 @@ class WriteError(Exception):
 
 
 class _Job:
-    __slots__ = ("done", "durability", "error", "path", "payload", "signature", "waiter")
+    __slots__ = ("done", "durability", "error", "path", "payload", "replaced_fd", "signature", "waiter")
 
     def __init__(self, path: Path, payload: bytes | None, durability: Durability, waiter: Waiter) -> None:
         self.path = path
@@ -91,6 +91,8 @@ class _Job:
         self.error: WriteError | None = None
         self.signature: FileSignature | None = None
         self.done = False
+        #: The descriptor of the write this one replaced (kept for its deferred sync), closed after the wake.
+        self.replaced_fd = -1
 
     def finish(self) -> None:
         """Wake the waiter (once)."""
@@ -185,26 +187,26 @@ class StateWriter:
                         job.finish()
                     if not isinstance(exc, Exception):
                         raise
+                finally:
+                    self._release_replaced(batch)
             if lane.durability is Durability.CRASH:
                 self._sync_deferred()
 
-    def _write_batch(self, batch: list[_Job]) -> None:
-        replaced: list[int] = []
-        try:
-            self._write_jobs(batch, replaced)
-        finally:
-            # Closed only now, after the waiters woke: the rename no longer held the last reference to
-            # the inode it replaced, so freeing that inode (about 50 us on ext4) is off the commit's path.
-            for fd in replaced:
+    @staticmethod
+    def _release_replaced(batch: list[_Job]) -> None:
+        """Close the descriptors of the writes this batch replaced, after `_write_batch` (and its wakes):
+        the rename no longer held the last reference to the inode it replaced, so freeing that inode
+        (about 50 us on ext4) is off the commit's path."""
+        for job in batch:
+            if job.replaced_fd >= 0:
                 with suppress(OSError):
-                    _close(fd)
+                    _close(job.replaced_fd)
+                job.replaced_fd = -1
 
-    def _write_jobs(self, batch: list[_Job], replaced: list[int]) -> None:
+    def _write_batch(self, batch: list[_Job]) -> None:
         durable: list[_Job] = []
         for job in batch:
-            old_fd = self._forget_deferred(job.path)
-            if old_fd >= 0:
-                replaced.append(old_fd)
+            job.replaced_fd = self._forget_deferred(job.path)
             fd = self._perform(job)
             if job.error is not None:
                 job.finish()

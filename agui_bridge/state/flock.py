@@ -24,6 +24,7 @@ from contextlib import suppress
 from typing import Any
 
 from agui_bridge.state.errors import StateError, StateLockTimeout
+from agui_bridge.state.filewrite import close_file
 from agui_bridge.state.handoff import Waiter, native_primitives, new_waiter
 
 __all__ = ["acquire", "release"]
@@ -78,7 +79,7 @@ def _forget_inherited() -> None:
     if registry is not None:
         for fd in registry.fds:
             with suppress(OSError):
-                os.close(fd)
+                close_file(fd)
 
 
 os.register_at_fork(after_in_child=_forget_inherited)
@@ -110,7 +111,7 @@ def _unlock_and_close(fd: int) -> None:
     except OSError:
         pass
     finally:
-        os.close(fd)
+        close_file(fd)
 
 
 def release(fd: int) -> None:

@@ -2,10 +2,12 @@
 
 The state writer and the lock helper (`state.flock`) do their blocking work on real OS threads; the
 greenlet (or thread) that asked waits here until that work is done. In a gevent-patched process the
-wait parks the greenlet on a `gevent.event.Event`; the native thread queues it for one async watcher
-per hub (the only gevent primitive another thread may signal), whose callback sets every queued
-event in the hub. That watcher is made once per hub and process, not once per wait, so a hand-off
-costs the waiting greenlet an event and a switch. Without patching, the wait is on a native lock.
+wait parks the greenlet on a `gevent.hub.Waiter`; the native thread queues it for one async watcher
+per hub (the only gevent primitive another thread may signal), whose callback switches to every
+queued waiter's greenlet at once (an event would only schedule it for the loop's next pass of
+callbacks, behind every greenlet that is ready meanwhile). That watcher is made once per hub and
+process, not once per wait, so a hand-off costs the waiting greenlet two switches. Without patching,
+the wait is on a native lock.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class _NativeWaiter:
 
 
 class _HubSignal:
-    """One async watcher of a hub; `send` may be called from any thread, the events are set in the hub."""
+    """One async watcher of a hub; `send` may be called from any thread, the waiters resume in the hub."""
 
     def __init__(self, hub: Any) -> None:
         self._ready: deque[Any] = deque()
@@ -81,22 +83,33 @@ class _HubSignal:
         self._watcher.ref = False  # keeps the loop alive only while someone waits (see `wait`)
 
     def _drain(self) -> None:
+        """In the hub: switch to each completed waiter's greenlet at once (a gevent `Waiter`), rather than
+        setting an event whose waiters are resumed only on the loop's next pass of callbacks."""
         ready = self._ready
         while ready:
-            ready.popleft().set()
+            ready.popleft().switch(True)
 
-    def send(self, event: Any) -> None:
-        self._ready.append(event)
+    def send(self, waiter: Any) -> None:
+        self._ready.append(waiter)
         self._watcher.send()
 
-    def wait(self, event: Any, timeout: float | None) -> bool:
-        """In the hub's thread: wait for `event`, the watcher holding the loop open meanwhile."""
+    def wait(self, waiter: Any, timeout: float | None) -> bool:
+        """In the hub's thread: wait for `waiter`, the watcher holding the loop open meanwhile."""
+        import gevent
+
         self._waiting += 1
         if self._waiting == 1:
             self._watcher.ref = True
+        timer = gevent.Timeout(timeout)  # None: never fires
+        timer.start()
         try:
-            return bool(event.wait(timeout))
+            return bool(waiter.get())
+        except gevent.Timeout as exc:
+            if exc is not timer:
+                raise
+            return False  # a late `complete` finds no greenlet waiting and only stores its value
         finally:
+            timer.close()
             self._waiting -= 1
             if self._waiting == 0:
                 self._watcher.ref = False
@@ -106,13 +119,13 @@ _signals: dict[tuple[int, int], _HubSignal] = {}
 
 
 class _HubWaiter:
-    """A greenlet's wait: a gevent event, set in its hub by the hub's `_HubSignal`."""
+    """A greenlet's wait: a gevent `Waiter`, switched to in its hub by the hub's `_HubSignal`."""
 
-    __slots__ = ("_event", "_signal")
+    __slots__ = ("_signal", "_waiter")
 
     def __init__(self) -> None:
         import gevent
-        import gevent.event
+        from gevent.hub import Waiter as GeventWaiter
 
         hub = gevent.get_hub()
         key = (os.getpid(), id(hub))  # a forked child's hub has a new loop: a new watcher
@@ -120,13 +133,13 @@ class _HubWaiter:
         if signal is None:
             signal = _signals[key] = _HubSignal(hub)
         self._signal = signal
-        self._event = gevent.event.Event()
+        self._waiter = GeventWaiter(hub)
 
     def complete(self) -> None:
-        self._signal.send(self._event)
+        self._signal.send(self._waiter)
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._signal.wait(self._event, timeout)
+        return self._signal.wait(self._waiter, timeout)
 
 
 def new_waiter(patched: bool, lock_factory: Callable[[], Any]) -> Waiter:

@@ -41,6 +41,7 @@ from agui_bridge.state.errors import (
     StateLockTimeout,
     StateWriteFailed,
 )
+from agui_bridge.state.filewrite import close_file
 from agui_bridge.state.keys import thread_file_stem
 from agui_bridge.state.model import ThreadState, from_document
 from agui_bridge.state.writer import Durability, FileSignature, WriteError, file_signature, state_writer
@@ -200,7 +201,7 @@ class ThreadStore:
         except OSError as exc:
             raise StateError("thread file unreadable") from exc
         finally:
-            os.close(fd)
+            close_file(fd)
         return _parse(data)
 
     # ----------------------------------------------------------------------------------------- locking

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import enum
 import os
-import stat
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -32,24 +30,36 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from agui_bridge.state.filewrite import FileSignature, file_signature
+from agui_bridge.state.filewrite import close_file as _close
+from agui_bridge.state.filewrite import create_temp as _create_temp
+from agui_bridge.state.filewrite import fsync_dir as _fsync_dir
+from agui_bridge.state.filewrite import replace as _replace
+from agui_bridge.state.filewrite import stamp as _stamp
+from agui_bridge.state.filewrite import syncfs_all as _syncfs_all
 from agui_bridge.state.handoff import Waiter, native_primitives, new_waiter
 
 __all__ = ["Durability", "FileSignature", "StateWriter", "WriteError", "file_signature", "state_writer"]
 
-FILE_MODE = 0o600
-_REPLACE_RETRY_DELAYS_S = (0.01, 0.05, 0.1)
 #: A crash-class write is fsynced in the background once it is this old and still current: most are
 #: replaced sooner (admission by the identity commit of the same run) and then need no sync at all.
 SYNC_DELAY_S = 1.0
 #: ... or at once, whatever their age, when this many are waiting (bounds open descriptors).
 MAX_DEFERRED_SYNCS = 256
+#: A deferred-sync batch this large is made durable by one syncfs(2) of its filesystem instead of an fsync
+#: per file and directory (docs/design.md#state-writer); smaller ones keep the per-file fsyncs.
+SYNCFS_MIN_FILES = 8
+#: Aged writes are handed to the syncer at most this often (unless `MAX_DEFERRED_SYNCS` are waiting), so
+#: a burst's writes reach it in batches rather than one or two at a time.
+SYNC_BATCH_INTERVAL_S = 0.25
 #: The writer wakes at least this often to hand aged writes to the syncer.
 IDLE_POLL_S = 0.5
 #: In a gevent worker, the longest the busy hub keeps the GIL from a writer thread that asks for it
 #: (Python's default is 5 ms). A write re-takes the GIL after each of its ~6 system calls, so with the
 #: default a crash-class commit waited up to 30 ms for the GIL alone while greenlets kept the hub busy
-#: (docs/design.md#state-writer). Only lowered, never raised; no effect while no other thread wants the GIL.
-HUB_SWITCH_INTERVAL_S = 0.001
+#: (docs/design.md#state-writer). Only lowered, never raised; no effect while no other thread wants the GIL,
+#: and the number of forced switches is one per request whatever the interval: only their delay shrinks.
+HUB_SWITCH_INTERVAL_S = 0.00025
 
 
 class Durability(enum.Enum):
@@ -70,7 +80,7 @@ class WriteError(Exception):
 
 
 class _Job:
-    __slots__ = ("done", "durability", "error", "path", "payload", "signature", "waiter")
+    __slots__ = ("done", "durability", "error", "path", "payload", "replaced_fd", "signature", "waiter")
 
     def __init__(self, path: Path, payload: bytes | None, durability: Durability, waiter: Waiter) -> None:
         self.path = path
@@ -81,53 +91,14 @@ class _Job:
         self.error: WriteError | None = None
         self.signature: FileSignature | None = None
         self.done = False
+        #: The descriptor of the write this one replaced (kept for its deferred sync), closed after the wake.
+        self.replaced_fd = -1
 
     def finish(self) -> None:
         """Wake the waiter (once)."""
         if not self.done:
             self.done = True
             self.waiter.complete()
-
-
-#: What identifies one write of a thread file: (st_dev, st_ino, st_size, st_mtime_ns, st_mode).
-FileSignature = tuple[int, int, int, int, int]
-
-
-def file_signature(info: os.stat_result) -> FileSignature:
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode)
-
-
-def _stamp(fd: int) -> FileSignature | None:
-    """Make the file private (0600) and give it a modification time to the nanosecond (the clock's, not the
-    filesystem's tick, which every file written in the same few milliseconds shares), then read its
-    signature. While the cache (`state.doc_cache`) remembers it, a file whose stat shows the same inode,
-    size and time is this very write (docs/design.md#state-cache). None if the filesystem rounded the time."""
-    now = time.time_ns()
-    os.utime(fd, ns=(now, now))
-    info = os.fstat(fd)
-    if stat.S_IMODE(info.st_mode) != FILE_MODE:  # mkstemp makes 0600, unless the umask took bits away
-        os.fchmod(fd, FILE_MODE)
-        info = os.fstat(fd)
-    return file_signature(info) if info.st_mtime_ns == now else None
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _replace(source: str, target: Path) -> None:
-    """`os.replace`, retried briefly on PermissionError (a reader holding the file on some platforms)."""
-    for delay in _REPLACE_RETRY_DELAYS_S:
-        try:
-            os.replace(source, target)
-            return
-        except PermissionError:
-            time.sleep(delay)
-    os.replace(source, target)
 
 
 class _Lane:
@@ -163,6 +134,7 @@ class StateWriter:
         self._lanes = {durability: _Lane(durability, lock) for durability in Durability}
         #: Crash-class files renamed into place but not yet fsynced: path -> (open descriptor, written at).
         self._deferred: dict[Path, tuple[int, float]] = {}
+        self._last_handoff = 0.0  # when `_sync_deferred` last handed a batch to the syncer (monotonic)
         self._deferred_lock = lock()  # both lanes forget entries; the crash lane adds and hands them on
         #: Deferred syncs handed to the syncer thread, which fsyncs them without delaying any commit.
         self._to_sync: deque[dict[Path, int]] = deque()
@@ -215,20 +187,33 @@ class StateWriter:
                         job.finish()
                     if not isinstance(exc, Exception):
                         raise
+                finally:
+                    self._release_replaced(batch)
             if lane.durability is Durability.CRASH:
                 self._sync_deferred()
+
+    @staticmethod
+    def _release_replaced(batch: list[_Job]) -> None:
+        """Close the descriptors of the writes this batch replaced, after `_write_batch` (and its wakes):
+        the rename no longer held the last reference to the inode it replaced, so freeing that inode
+        (about 50 us on ext4) is off the commit's path."""
+        for job in batch:
+            if job.replaced_fd >= 0:
+                with suppress(OSError):
+                    _close(job.replaced_fd)
+                job.replaced_fd = -1
 
     def _write_batch(self, batch: list[_Job]) -> None:
         durable: list[_Job] = []
         for job in batch:
-            self._forget_deferred(job.path)
+            job.replaced_fd = self._forget_deferred(job.path)
             fd = self._perform(job)
             if job.error is not None:
                 job.finish()
             elif job.durability is Durability.POWER:
                 durable.append(job)
                 if fd is not None:
-                    os.close(fd)
+                    _close(fd)
             else:
                 with self._deferred_lock:  # an unlink (no fd) only needs its directory synced
                     self._deferred[job.path] = (-1 if fd is None else fd, time.monotonic())
@@ -256,7 +241,7 @@ class StateWriter:
                 job.error = WriteError("thread state delete failed")
             return None
         try:
-            fd, tmp_name = tempfile.mkstemp(dir=job.path.parent, prefix=f".{job.path.name}.", suffix=".tmp")
+            fd, tmp_name = _create_temp(job.path)
         except OSError:
             job.error = WriteError("cannot create a temporary state file")
             return None
@@ -269,36 +254,46 @@ class StateWriter:
                 os.fsync(fd)
             _replace(tmp_name, job.path)
         except OSError:
-            os.close(fd)
+            _close(fd)
             with suppress(OSError):
                 os.unlink(tmp_name)
             job.error = WriteError("thread state write failed")
             return None
         return fd
 
-    def _forget_deferred(self, path: Path) -> None:
-        """A new write replaces `path`: the old inode's pending sync no longer matters."""
+    def _forget_deferred(self, path: Path) -> int:
+        """A new write replaces `path`: the old inode's pending sync no longer matters. Returns its open
+        descriptor (-1 if none), for the caller to close once the new file has replaced it."""
         with self._deferred_lock:
             entry = self._deferred.pop(path, None)
-        if entry is not None and entry[0] >= 0:
-            os.close(entry[0])
+        return -1 if entry is None else entry[0]
 
     def _sync_deferred(self) -> None:
         """Hand crash-class writes older than `SYNC_DELAY_S` (all of them past `MAX_DEFERRED_SYNCS`) to the
         syncer thread, which makes them durable too (bounds the window) while the writer goes on: a commit
         never waits behind a sync it did not ask for."""
+        now = time.monotonic()
         with self._deferred_lock:
             if not self._deferred:
                 return
             if len(self._deferred) >= MAX_DEFERRED_SYNCS:
                 due, self._deferred = self._deferred, {}
             else:
-                cutoff = time.monotonic() - SYNC_DELAY_S
-                due = {path: entry for path, entry in self._deferred.items() if entry[1] <= cutoff}
+                if now - self._last_handoff < SYNC_BATCH_INTERVAL_S:
+                    return
+                # Entries are in the order written (a rewrite pops its path first), so the aged ones
+                # are a prefix: stop at the first that is not.
+                cutoff = now - SYNC_DELAY_S
+                due = {}
+                for path, entry in self._deferred.items():
+                    if entry[1] > cutoff:
+                        break
+                    due[path] = entry
                 if not due:
                     return
                 for path in due:
                     del self._deferred[path]
+            self._last_handoff = now
         self._to_sync.append({path: fd for path, (fd, _) in due.items()})
         with suppress(RuntimeError):
             self._sync_signal.release()
@@ -313,11 +308,16 @@ class StateWriter:
 
     @staticmethod
     def _sync(deferred: dict[Path, int]) -> None:
+        """Make a batch of crash-class writes durable: one `syncfs` of their filesystem for a batch of at
+        least `SYNCFS_MIN_FILES` (it flushes every file's data, inode and directory entry there, so it is
+        at least as strong as the fsyncs it replaces), else each file and then its directory."""
+        if len(deferred) >= SYNCFS_MIN_FILES and _syncfs_all(deferred):
+            return
         for fd in deferred.values():
             if fd >= 0:
                 with suppress(OSError):
                     os.fsync(fd)
-                os.close(fd)
+                _close(fd)
         for directory in sorted({path.parent for path in deferred}):
             with suppress(OSError):
                 _fsync_dir(directory)

@@ -1,7 +1,7 @@
 """Leftover files in `<state>/threads/`: orphaned lock files and stale temp files (issue 11, 7 and 15).
 
 A `<stem>.json.lock` whose `<stem>.json` is gone stays behind after a thread is pruned, and a writer
-killed between its temp file and the `os.replace` leaves `.<stem>.json.<random>.tmp`. Neither is
+killed between its temp file and the `os.replace` leaves `.<stem>.json.<pid>-<n>.tmp`. Neither is
 ever needed again once it is older than `limits.SWEEP_MIN_AGE_S`; this removes them, from
 `state prune` and the hourly sweep (`state.retention.prune`).
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from agui_bridge import limits
 
 LOCK_SUFFIX = ".json.lock"
-#: `tempfile.mkstemp(prefix=".<stem>.json.", suffix=".tmp")` in the batched writer (`state/writer.py`).
+#: `.<stem>.json.<pid>-<n>.tmp`, the writer's temporary files (`state/filewrite.py`).
 _TEMP_NAME = re.compile(r"\..+\.json\.[^.]+\.tmp")
 
 

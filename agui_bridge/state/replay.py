@@ -69,7 +69,7 @@ class RunRecord:
 
     def __init__(self, state_dir: Path, head: RecordHead, *, max_bytes: int) -> None:
         self.head = head
-        self._state_dir = Path(state_dir)
+        self._state_dir = state_dir if isinstance(state_dir, Path) else Path(state_dir)
         self.name = record_name(head.thread_id, head.run_id)
         self.path = replay_dir(self._state_dir) / (self.name + RECORD_SUFFIX)
         self._max_bytes = max_bytes

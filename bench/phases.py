@@ -24,6 +24,8 @@ found by name; a function missing from the version measured gives `n/a`, never a
 * commit C7  `RunLedger.finish` (also inside finish)
 * total      POST to the end of the response body, and `other` = total - the phases (the generator,
              queues, greenlet switches, Flask, the test client)
+* to_run_started  POST to the first chunk of the body (RUN_STARTED): parse, validate, admit, the stream's
+             set-up and the first frame; a span of the turn, not a phase (outside the sum)
 
 Prints one JSON object: per phase the median and p90 in microseconds over the turns (after warm-up), of
 wall time (`p50_us`, `p90_us`) and of the process's CPU time (`cpu_p50_us`: `time.process_time`, every
@@ -222,7 +224,11 @@ def main() -> int:
         started = time.perf_counter()
         cpu_started = time.process_time()
         response = client.post("/", json=body, buffered=False)
-        data = b"".join(response.response)
+        chunks = iter(response.response)
+        data = next(chunks, b"")  # RUN_STARTED: the end of the path up to it (not counted again in `other`)
+        to_run_started = time.perf_counter() - started
+        cpu_to_run_started = time.process_time() - cpu_started
+        data += b"".join(chunks)
         response.close()
         total = time.perf_counter() - started
         cpu_total = time.process_time() - cpu_started
@@ -236,6 +242,8 @@ def main() -> int:
         for phase in PHASES:
             samples[phase].append(_acc.get(phase, 0.0))
             cpu_samples[phase].append(_cpu.get(phase, 0.0))
+        samples["to_run_started"].append(to_run_started)
+        cpu_samples["to_run_started"].append(cpu_to_run_started)
         samples["other"].append(total - sum(_acc.get(p, 0.0) for p in PHASES if p not in NESTED))
         cpu_samples["other"].append(cpu_total - sum(_cpu.get(p, 0.0) for p in PHASES if p not in NESTED))
 
@@ -254,7 +262,7 @@ def main() -> int:
     #: Keep-alive to the kernel: connections opened over all turns (warm-up included); 1 = every turn reused one.
     out["upstream_connections_opened"] = _counts["upstream_connections_opened"]
     out["turns_total"] = args.warmup + args.turns
-    for phase in (*PHASES, "other", "total"):
+    for phase in (*PHASES, "other", "total", "to_run_started"):
         out["phases"][phase] = summary(phase, found.get(phase, True))
     print(json.dumps(out))
     return 0

@@ -69,7 +69,7 @@ class RunRecord:
 
     def __init__(self, state_dir: Path, head: RecordHead, *, max_bytes: int) -> None:
         self.head = head
-        self._state_dir = Path(state_dir)
+        self._state_dir = state_dir if isinstance(state_dir, Path) else Path(state_dir)
         self.name = record_name(head.thread_id, head.run_id)
         self.path = replay_dir(self._state_dir) / (self.name + RECORD_SUFFIX)
         self._max_bytes = max_bytes
@@ -107,9 +107,7 @@ class RunRecord:
         data, self._pending = b"".join(self._pending), []
         try:
             if self._fd is None:
-                ensure_replay_dir(self._state_dir)
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
-                self._fd = os.open(self.path, flags, 0o600)
+                self._fd = self._create()
                 data = self._header + data
             view = memoryview(data)
             while view:
@@ -120,6 +118,16 @@ class RunRecord:
             return
         if self._ending:
             self._stop()
+
+    def _create(self) -> int:
+        """The record file, new; its directory is made only when missing (a `mkdir` on every run's first
+        frame was a path walk and a system call on the hub, docs/design.md#record-dir-once)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+        try:
+            return os.open(self.path, flags, 0o600)
+        except FileNotFoundError:
+            ensure_replay_dir(self._state_dir)
+            return os.open(self.path, flags, 0o600)
 
     def _stop(self) -> None:
         self.stopped = True

@@ -6,6 +6,7 @@ Where a run's files live (`<state-dir>/replay/<name>.sse`, `.gone`, `.readers/`)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -32,7 +33,10 @@ def ros_digest(ros_invocation_id: str) -> str:
     return hashlib.sha256(ros_invocation_id.encode("utf-8")).hexdigest()
 
 
+@functools.lru_cache(maxsize=16)
 def replay_dir(state_dir: Path) -> Path:
+    """The records' directory of a state directory, built once per worker: the path arithmetic was a fifth
+    of a run record's set-up on the hub before RUN_STARTED (docs/design.md#record-dir-once)."""
     return Path(state_dir) / REPLAY_DIR
 
 

@@ -239,3 +239,37 @@ def test_a_frames_type_is_read_without_decoding_the_bridges_own_events(data: byt
     from agui_bridge.state.replay_reader import _event_type
 
     assert _event_type(data) == expected
+
+
+def test_the_record_directory_is_made_only_when_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/design.md#record-dir-once: the first run makes the directory, later runs create their file in it
+    directly; a directory removed meanwhile is made again, and every record starts with its header."""
+    import agui_bridge.state.replay as replay_mod
+
+    made: list[Path] = []
+    original = replay_mod.ensure_replay_dir
+
+    def counting(state_dir: Path) -> Path:
+        made.append(state_dir)
+        return original(state_dir)
+
+    def record_one(run_id: str) -> Path:
+        record = RunRecord(tmp_path, head(run_id=run_id), max_bytes=1 << 20)
+        Emitter(NULL_OBSERVER, record).events([ev.run_started("t", run_id, None)])
+        record.close()
+        assert not record.stopped or record.path.exists()
+        reader = RecordReader(record.path)
+        reader.poll()
+        reader.close()
+        assert reader.head is not None and reader.head.run_id == run_id
+        return record.path
+
+    monkeypatch.setattr(replay_mod, "ensure_replay_dir", counting)
+    first = record_one("r1")
+    record_one("r2")
+    assert made == [tmp_path]
+    for path in first.parent.iterdir():
+        path.unlink()
+    first.parent.rmdir()
+    record_one("r3")
+    assert made == [tmp_path, tmp_path]

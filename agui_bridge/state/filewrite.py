@@ -137,18 +137,24 @@ _syncfs = _load_syncfs()
 
 
 def syncfs_all(deferred: dict[Path, int]) -> bool:
-    """One syncfs per directory of the batch (a ctypes call: the GIL is released meanwhile), then the
-    descriptors closed; False (nothing closed) when syncfs is missing or fails, so the caller fsyncs."""
+    """One syncfs per filesystem the batch's files are on (a ctypes call: the GIL is released meanwhile),
+    then the descriptors closed; False (nothing closed) when syncfs is missing or fails, so the caller
+    fsyncs. Thread files live in many directories but nearly always on one filesystem: one call."""
     if _syncfs is None:
         return False
+    synced: set[int] = set()
     for directory in sorted({path.parent for path in deferred}):
         try:
             fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except OSError:
             return False
         try:
-            if _syncfs(fd) != 0:
+            device = os.fstat(fd).st_dev
+            if device not in synced and _syncfs(fd) != 0:
                 return False
+            synced.add(device)
+        except OSError:
+            return False
         finally:
             close_file(fd)
     for fd in deferred.values():

@@ -16,7 +16,6 @@ from agui_bridge.runs.observer import NULL_OBSERVER, NullObserver
 from agui_bridge.runtime import select_runtime
 from agui_bridge.service import BridgeService
 from agui_bridge.settings import Settings, settings_from_env
-from agui_bridge.start_gate import StartGate
 from agui_bridge.state.store import ThreadStore
 from agui_bridge.web import capabilities_api, console_api, extension_api, health_api, reattach_api, run_api, status_api
 from agui_bridge.web.auth import guard_request
@@ -117,6 +116,4 @@ def create_app(settings: Settings | None = None) -> Flask:
     if settings.console_enabled:
         app.register_blueprint(console_api.bp)
     register_error_handlers(app, settings.default_language)
-    # A burst of runs is admitted a few at a time (docs/design.md#start-gate); Flask's own call stays inside.
-    app.wsgi_app = StartGate(app.wsgi_app, runtime.start_gate)  # type: ignore[method-assign]
     return app

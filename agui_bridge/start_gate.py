@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Protocol
 
 #: Starts (admissions and kernel opens) in flight at once per worker (docs/design.md#start-gate). Group
 #: commit still gets this many admissions per flush; a loop turn costs at most this many starts of CPU.
@@ -88,36 +89,16 @@ class PriorityGate:
             event.set()  # the slot passes to the waiter directly: nobody can take it in between
 
 
-StartResponse = Callable[..., Any]
-WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+@contextmanager
+def admission_slot(gate: PriorityGate, wait_s: float = ADMIT_WAIT_S) -> Iterator[None]:
+    """Hold an urgent slot while a run request is admitted (its body is already read: a client that
+    uploads slowly holds no slot), and give it back when admission ends, however it ends."""
+    held = gate.acquire(wait_s)
+    try:
+        yield
+    finally:
+        if held:
+            gate.release()
 
 
-def is_run_request(environ: dict[str, Any]) -> bool:
-    """`POST /`: a new run or guidance (the only request whose admission commits state)."""
-    return environ.get("REQUEST_METHOD") == "POST" and environ.get("PATH_INFO", "") in ("", "/")
-
-
-class StartGate:
-    """WSGI middleware: a run request holds an urgent slot from its arrival until its response begins.
-
-    The slot is released when the application returns (admission is done by then: the view returned the
-    stream whose first frame is RUN_STARTED), or when it raises.
-    """
-
-    def __init__(self, app: WsgiApp, gate: PriorityGate, *, wait_s: float = ADMIT_WAIT_S) -> None:
-        self.app = app
-        self._gate = gate
-        self._wait_s = wait_s
-
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if not is_run_request(environ):
-            return self.app(environ, start_response)
-        held = self._gate.acquire(self._wait_s)
-        try:
-            return self.app(environ, start_response)
-        finally:
-            if held:
-                self._gate.release()
-
-
-__all__ = ["ADMIT_WAIT_S", "OPEN_WAIT_S", "START_GATE_LIMIT", "PriorityGate", "StartGate", "is_run_request"]
+__all__ = ["ADMIT_WAIT_S", "OPEN_WAIT_S", "START_GATE_LIMIT", "PriorityGate", "admission_slot"]

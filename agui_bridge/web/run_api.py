@@ -6,6 +6,7 @@ from flask import Blueprint, Response, g, request
 
 from agui_bridge.i18n import normalise_language
 from agui_bridge.message_keys import MessageKey
+from agui_bridge.start_gate import admission_slot
 from agui_bridge.validation.run_input import raw_preferred_language
 from agui_bridge.web.context import get_service
 from agui_bridge.web.request_body import decode_run_body, read_json_object
@@ -29,7 +30,9 @@ def run() -> Response:
     preferred = normalise_language(raw_preferred_language(raw))
     if preferred is not None:
         g.agui_language = preferred
-    stream = service.start_run(raw, g.agui_language, client_socket=request.environ.get("gunicorn.socket"))
+    # A burst is admitted a few runs at a time, once each body is in (docs/design.md#start-gate).
+    with admission_slot(service.runtime.start_gate):
+        stream = service.start_run(raw, g.agui_language, client_socket=request.environ.get("gunicorn.socket"))
     response = Response(stream, status=200, content_type=SSE_CONTENT_TYPE, direct_passthrough=True)
     for name, value in SSE_RESPONSE_HEADERS:
         response.headers[name] = value

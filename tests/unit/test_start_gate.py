@@ -5,6 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -15,7 +16,7 @@ from agui_bridge.runs import pump as pump_mod
 from agui_bridge.runs.detach import check_interval
 from agui_bridge.runs.pump import PumpFailed, Signal, read_into
 from agui_bridge.runtime import GeventRuntime, ThreadRuntime
-from agui_bridge.start_gate import PriorityGate, StartGate, is_run_request
+from agui_bridge.start_gate import PriorityGate, admission_slot
 
 
 def test_at_most_limit_holders_and_release_returns_the_slot() -> None:
@@ -87,43 +88,60 @@ def test_runtimes_carry_one_gate_each() -> None:
     assert isinstance(GeventRuntime().start_gate, PriorityGate)
 
 
-def test_only_run_requests_are_gated() -> None:
+def test_an_admission_holds_its_slot_only_while_it_is_admitted() -> None:
     gate = PriorityGate(1, threading.Event)
-    seen: dict[str, bool] = {}
-
-    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-        free = gate.acquire(0)  # would the app find a free slot while it runs?
-        if free:
-            gate.release()
-        seen[f"{environ['REQUEST_METHOD']} {environ['PATH_INFO']}"] = free
-        return [b""]
-
-    middleware = StartGate(app, gate)
-    for method, path in (("POST", "/"), ("GET", "/health"), ("POST", "/extensions/cancel"), ("GET", "/")):
-        middleware({"REQUEST_METHOD": method, "PATH_INFO": path}, lambda *a: None)
-    assert seen == {"POST /": False, "GET /health": True, "POST /extensions/cancel": True, "GET /": True}
-    assert gate.acquire(0)  # released after the run request returned
-    assert is_run_request({"REQUEST_METHOD": "POST", "PATH_INFO": ""})
+    with admission_slot(gate):
+        assert not gate.acquire(0)  # held meanwhile
+    assert gate.acquire(0)  # given back
 
 
-def test_the_slot_is_released_when_the_app_raises() -> None:
+def test_the_slot_is_released_when_admission_raises() -> None:
     gate = PriorityGate(1, threading.Event)
-
-    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    with pytest.raises(RuntimeError), admission_slot(gate):
         raise RuntimeError("admission failed")
-
-    with pytest.raises(RuntimeError):
-        StartGate(app, gate)({"REQUEST_METHOD": "POST", "PATH_INFO": "/"}, lambda *a: None)
     assert gate.acquire(0)
 
 
 def test_a_full_gate_delays_a_run_but_never_refuses_it() -> None:
     gate = PriorityGate(1, threading.Event)
     assert gate.acquire(0)
-    middleware = StartGate(lambda environ, start_response: [b"ok"], gate, wait_s=0.05)
-    assert middleware({"REQUEST_METHOD": "POST", "PATH_INFO": "/"}, lambda *a: None) == [b"ok"]
+    admitted = False
+    with admission_slot(gate, wait_s=0.05):
+        admitted = True
+    assert admitted
     gate.release()
-    assert gate.acquire(0)  # the request that went through without a slot gave none back
+    assert gate.acquire(0)  # the admission that went through without a slot gave none back
+
+
+def test_a_run_request_takes_its_slot_only_after_its_body_was_read(tmp_path: Path) -> None:
+    """A client that uploads slowly holds no slot: only admission does (docs/design.md#start-gate)."""
+    from agui_bridge.app import create_app
+    from agui_bridge.settings import Settings
+
+    app = create_app(Settings(state_dir=tmp_path, a2a_url="http://127.0.0.1:9/"))
+    gate = app.extensions["agui_bridge"].runtime.start_gate
+    free_while_reading: list[bool] = []
+    body = b'{"threadId": "t-1"}'
+
+    class Body:
+        def __init__(self) -> None:
+            self._data = body
+
+        def read(self, size: int = -1) -> bytes:
+            free = gate.acquire(0)
+            if free:
+                gate.release()
+            free_while_reading.append(free)
+            chunk, self._data = (self._data, b"") if size < 0 else (self._data[:size], self._data[size:])
+            return chunk
+
+    response = app.test_client().post(
+        "/", data=body, content_type="application/json", environ_overrides={"wsgi.input": Body()}
+    )
+    assert response.status_code == 400  # not a valid RunAgentInput: refused after the gate, no slot kept
+    assert free_while_reading and all(free_while_reading)
+    for _ in range(16):
+        assert gate.acquire(0)  # every slot is free again
 
 
 class _Runtime(ThreadRuntime):

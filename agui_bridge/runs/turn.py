@@ -180,7 +180,8 @@ class RunTurn:
         # event with nothing to show wait, for the next event's (docs/design.md#identity-commit-deferred).
         waited = self._ledger.unwritten_identity is not None
         self.learn_identity(event, defer=True)
-        if waited or not shows_nothing(event):
+        # Only an event that leaves ids unwritten is inspected: not every text delta of a long turn.
+        if self._ledger.unwritten_identity is not None and (waited or not shows_nothing(event)):
             self.write_identity()
         if self._awaiting:
             interrupt_ids, self._awaiting = self._awaiting, ()

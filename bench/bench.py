@@ -411,7 +411,8 @@ class Bench:
         time.sleep(1.0)  # py-spy attaches before the burst begins
         return proc
 
-    def finish_burst_profile(self, proc: subprocess.Popen[str], name: str, pid: int) -> dict[str, Any] | None:
+    def _stopped_profile(self, proc: subprocess.Popen[str], name: str, thread: int | None) -> dict[str, Any] | None:
+        """The summary of a py-spy run that was told to stop, or None if it wrote nothing."""
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -420,7 +421,12 @@ class Bench:
         raw = self.tmp / f"{name}.raw.txt"
         if not raw.exists():
             return None
-        summary = summarise(raw)
+        return summarise(raw, thread=thread)
+
+    def finish_burst_profile(self, proc: subprocess.Popen[str], name: str, pid: int) -> dict[str, Any] | None:
+        summary = self._stopped_profile(proc, name, None)
+        if summary is None:
+            return None
         text_path = self.results_dir / f"{self.stem}-{name}-profile.txt"
         text_path.write_text(
             as_text(summary, f"py-spy on-CPU profile (all threads): {name} (pid {pid}), burst to last RUN_STARTED")
@@ -428,15 +434,9 @@ class Bench:
         return {"top": text_path.name, "samples": summary["samples"], "mode": "on-CPU, all threads"}
 
     def finish_idle_profile(self, proc: subprocess.Popen[str], name: str, pid: int) -> dict[str, Any] | None:
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        summary = self._stopped_profile(proc, name, pid)
+        if summary is None:
             return None
-        raw = self.tmp / f"{name}.raw.txt"
-        if not raw.exists():
-            return None
-        summary = summarise(raw, thread=pid)
         text_path = self.results_dir / f"{self.stem}-{name}-profile.txt"
         text_path.write_text(
             as_text(

@@ -9,6 +9,7 @@ response (docs/design.md#runtime-backends).
 from __future__ import annotations
 
 import contextvars
+import os
 import queue as std_queue
 import threading
 from collections.abc import Callable
@@ -242,3 +243,78 @@ def watch_client_eof(sock: Any, on_eof: Callable[[], None]) -> TaskHandle | None
 
     watcher.start(readable)
     return handle
+
+
+#: Native threads per worker for bounded file reads (reattach's tail scan and backlog chunks): a pool of
+#: its own, so hostile readers queue here, never in front of the hub's threadpool or the body decoder.
+READ_THREADS = 2
+_read_pool: tuple[int, Any] | None = None
+
+
+def read_off_hub(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a blocking file read in a native thread while the hub keeps running (docs/design.md#reattach);
+    directly where gevent is not used (the caller is already a thread of its own)."""
+    global _read_pool
+    if not socket_is_patched():
+        return fn(*args)
+    if _read_pool is None or _read_pool[0] != os.getpid():
+        from gevent.threadpool import ThreadPool
+
+        _read_pool = (os.getpid(), ThreadPool(READ_THREADS))
+    return _read_pool[1].apply(fn, args)
+
+
+class FileWatch(Protocol):
+    def wait(self, timeout: float) -> None:
+        """Return when the file changed (or may have), or after `timeout` seconds at most."""
+
+    def close(self) -> None: ...
+
+
+#: A follower's longest wait for a record without a change notice (a missed or unavailable one).
+WATCH_FALLBACK_S = 0.25
+#: Where no notice exists (the thread back-end), a follower polls at this interval.
+THREAD_POLL_S = 0.02
+
+
+class _PollWatch:
+    """The thread back-end: a short sleep (the follower holds a host thread anyway)."""
+
+    def wait(self, timeout: float) -> None:
+        threading.Event().wait(max(0.0, min(timeout, THREAD_POLL_S)))
+
+    def close(self) -> None:
+        return None
+
+
+class _StatWatch:
+    """libev's stat watcher (inotify on Linux): the follower sleeps until the record grows, with a slow
+    poll as the fallback, instead of waking every 20 ms."""
+
+    def __init__(self, path: str) -> None:
+        import gevent
+        import gevent.event
+
+        self._changed = gevent.event.Event()
+        self._watcher: Any = gevent.get_hub().loop.stat(path, WATCH_FALLBACK_S)
+        self._watcher.start(self._changed.set)
+
+    def wait(self, timeout: float) -> None:
+        self._changed.wait(max(0.0, min(timeout, WATCH_FALLBACK_S)))
+        self._changed.clear()
+
+    def close(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
+            watcher.close()
+
+
+def watch_file(path: str) -> FileWatch:
+    """A wait that ends when `path` changes: a stat watcher under gevent, a short poll elsewhere."""
+    if not socket_is_patched():
+        return _PollWatch()
+    try:
+        return _StatWatch(path)
+    except (OSError, AttributeError, ValueError):
+        return _PollWatch()

@@ -61,6 +61,7 @@ class BridgeService:
         self.draining = False
         self._active = 0
         self._admitting = 0  # requests between the capacity check and their stream's registration
+        self._followers = 0  # reattach bodies open in this worker: they share the stream cap
         self._active_lock = threading.Lock()
         self._streams: dict[str, RunStream | GuidanceStream] = {}  # by run key (RunStream.key)
         self.beacons = Beacons(settings.state_dir)
@@ -86,6 +87,34 @@ class BridgeService:
     def active_runs(self) -> int:
         return self._active
 
+    @property
+    def followers(self) -> int:
+        return self._followers
+
+    def admit_follower(self) -> Callable[[], None]:
+        """Take a reattach follower's place in the worker's stream cap (docs/design.md#reattach): a follower
+        holds a connection (and, on the thread back-end, a host thread) for as long as the run it follows,
+        so it counts with runs against `runtime.stream_limit`; past it, 503 + Retry-After. Returns the
+        release, to call once when the body ends."""
+        limit = self.runtime.stream_limit(
+            self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
+        )
+        with self._active_lock:
+            if self.draining or self._active + self._admitting + self._followers >= limit:
+                raise ServiceUnavailable()
+            self._followers += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._active_lock:
+                if not released:
+                    released = True
+                    self._followers -= 1
+            self.last_activity = time.monotonic()
+
+        return release
+
     def _on_run_end(self, stream: TrackedRun, outcome: Outcome) -> None:
         """A stream ended (its lease, if any, is already released): forget it and any cancel marker
         left for it, so no marker outlives its run (the canceller removes one written later)."""
@@ -107,7 +136,7 @@ class BridgeService:
     def is_idle(self) -> bool:
         """Idle for `idle_shutdown_s` here and in every thread file (runs of other workers count)."""
         idle_s = self.settings.idle_shutdown_s
-        if idle_s <= 0 or self._active or time.monotonic() - self.last_activity < idle_s:
+        if idle_s <= 0 or self._active or self._followers or time.monotonic() - self.last_activity < idle_s:
             return False
         now = now_ms()
         latest = busy_since(self.store, now, self.lease_live)
@@ -208,7 +237,7 @@ class BridgeService:
             self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
         )
         with self._active_lock:
-            if self.draining or self._active + self._admitting >= limit:
+            if self.draining or self._active + self._admitting + self._followers >= limit:
                 raise ServiceUnavailable()
             self._admitting += 1
         try:

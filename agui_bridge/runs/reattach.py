@@ -2,14 +2,16 @@
 
 Any worker serves it (docs/design.md#reattach): the record (`state/replay.py`) is a file every worker
 reads. Everything that can be refused is decided by `open_reattach` before the first byte, so a bad
-request is a JSON error, never a broken stream. Following is a cooperative poll of the file (a short
-sleep between reads: a follower on another worker lags the owner by about one poll), with heartbeats
-while the run is quiet and a reader marker the owner of a detached run counts.
+request is a JSON error, never a broken stream; the refusals read the record's header only. The backlog
+is served in bounded chunks read off the hub; following waits for the file to change (a stat watcher
+under gevent), with heartbeats while the run is quiet and a reader marker the owner of a detached run
+counts.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hmac
 import logging
 import os
 import re
@@ -27,24 +29,23 @@ from agui_bridge.errors import (
     RunNotFound,
 )
 from agui_bridge.i18n import translate
-from agui_bridge.runtime import Runtime
+from agui_bridge.runtime import Runtime, read_off_hub, watch_file
 from agui_bridge.settings import Settings
 from agui_bridge.state.owner import owner_is_alive
 from agui_bridge.state.replay import (
-    Frame,
     ReaderMarker,
     RecordReader,
     read_tombstone,
     record_paths,
+    ros_digest,
     seal_orphan,
 )
+from agui_bridge.state.replay_reader import CHUNK_BYTES, RecordTail, find_frame_after, probe_head, scan_tail
 from agui_bridge.wire import events as ev
 from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_event
 
 log = logging.getLogger(__name__)
 
-#: Between two reads of a live record: the follower's lag behind the owner is about this.
-POLL_S = 0.02
 #: How often a follower of a quiet run checks that its owner still exists.
 OWNER_CHECK_S = 1.0
 #: A run whose lease is gone this long without a terminal frame ended unrecorded (its record's writes
@@ -67,17 +68,34 @@ def parse_cursor(last_event_id: str | None, after: str | None) -> int:
 
 @dataclass
 class Reattach:
-    """An accepted reattach: what was already recorded after the cursor, and the reader to follow with."""
+    """An accepted reattach: the byte range of recorded frames after the cursor, and the reader that
+    follows from the end of that range."""
 
     reader: RecordReader
-    backlog: list[Frame]
+    backlog_start: int
+    backlog_end: int
     readers_dir: Path
+    #: Called once when the body ends (the follower's slot in the worker's stream cap).
+    on_end: Callable[[], None] = lambda: None
+
+    @property
+    def backlog_bytes(self) -> int:
+        return self.backlog_end - self.backlog_start
+
+
+#: Compared against when there is no header, so a refusal costs the same digest work either way.
+_NO_HEADER_DIGEST = "0" * 64
 
 
 def open_reattach(
     settings: Settings, thread_id: str, run_id: str, ros_invocation_id: str | None, cursor: int
 ) -> Reattach:
-    """Every refusal, in order: 400 rosInvocationId, 404 unknown run, 410 no longer kept, 416 cursor."""
+    """Every refusal, in order: 400 rosInvocationId, 404 unknown run, 410 no longer kept, 416 cursor.
+
+    Header first (docs/design.md#reattach): the 404 decision reads the record's and the tombstone's
+    headers (two opens, two bounded reads, one constant-time digest comparison, whichever exist), so a
+    wrong rosInvocationId and an unknown run cost the same whatever the record's size. Only then is the
+    record's end read, off the hub, for 410 and 416."""
     if not ros_invocation_id:
         raise InvalidInput("reattach_ros_required", field="/rosInvocationId")
     if (
@@ -87,42 +105,64 @@ def open_reattach(
     ):
         raise RunNotFound()  # POST / never admits such ids
     record, tombstone, readers_dir = record_paths(settings.state_dir, thread_id, run_id)
-    reader = RecordReader(record)
+    probe = probe_head(record)
     try:
-        frames = reader.poll()
-        _check(reader, tombstone, thread_id, run_id, ros_invocation_id, cursor, settings.reattach_retention_s)
+        buried = read_tombstone(tombstone)
+        owner_head = probe.head or buried
+        same_ros = hmac.compare_digest(
+            (owner_head.ros if owner_head is not None else _NO_HEADER_DIGEST).encode(),
+            ros_digest(ros_invocation_id).encode(),
+        )
+        same_run = owner_head is not None and owner_head.thread_id == thread_id and owner_head.run_id == run_id
+        if not (same_ros and same_run):
+            raise RunNotFound()
+        if probe.head is None or probe.fd is None:
+            raise ReplayExpired()  # only the tombstone is left
+        tail: RecordTail = read_off_hub(scan_tail, probe.fd, probe.frames_start)
+        _check_tail(tail, probe.fd, cursor, settings.reattach_retention_s)
+        start = probe.frames_start
+        if cursor >= tail.last_position:
+            start = tail.complete_end
+        elif cursor > 0:
+            start = read_off_hub(find_frame_after, probe.fd, probe.frames_start, tail.complete_end, cursor)
     except BaseException:
-        reader.close()
+        if probe.fd is not None:
+            os.close(probe.fd)
         raise
-    return Reattach(reader, [frame for frame in frames if frame.position > cursor], readers_dir)
+    return Reattach(RecordReader.resume(record, probe, tail), start, tail.complete_end, readers_dir)
 
 
-def _check(
-    reader: RecordReader, tombstone: Path, thread_id: str, run_id: str, ros_invocation_id: str, cursor: int,
-    retention_s: float,
-) -> None:  # fmt: skip
-    if reader.head is None:
-        head = read_tombstone(tombstone)
-        if head is not None and head.matches(thread_id, ros_invocation_id):
-            raise ReplayExpired()
-        raise RunNotFound()
-    if not reader.head.matches(thread_id, ros_invocation_id) or reader.head.run_id != run_id:
-        raise RunNotFound()
-    if reader.truncated:
+def _check_tail(tail: RecordTail, fd: int, cursor: int, retention_s: float) -> None:
+    if tail.truncated:
         raise ReplayExpired("replay_truncated")
-    if reader.finished and _finished_long_ago(reader.path, retention_s):
+    if tail.finished and _finished_long_ago(fd, retention_s):
         raise ReplayExpired()
-    if cursor > reader.last_position:
+    if cursor > tail.last_position:
         raise ReplayCursorOutOfRange()
 
 
-def _finished_long_ago(path: Path, retention_s: float) -> bool:
+def _finished_long_ago(fd: int, retention_s: float) -> bool:
     """The last write of a finished record is its terminal frame: its age is the time since the end."""
     try:
-        mtime = os.stat(path).st_mtime
+        mtime = os.fstat(fd).st_mtime
     except OSError:
         return False
     return mtime < time.time() - retention_s
+
+
+def stream_backlog(attach: Reattach) -> Iterator[bytes]:
+    """The recorded frames after the cursor as raw chunks of at most `CHUNK_BYTES`, each read off the hub:
+    the range ends on a frame boundary, so the client sees whole frames (docs/design.md#reattach)."""
+    reader = attach.reader
+    assert reader._handle is not None
+    fd = reader._handle.fileno()
+    offset = attach.backlog_start
+    while offset < attach.backlog_end:
+        chunk: bytes = read_off_hub(os.pread, fd, min(CHUNK_BYTES, attach.backlog_end - offset), offset)
+        if not chunk:
+            return  # the record shrank: only a replaced file can, and the follower ends on its own
+        offset += len(chunk)
+        yield chunk
 
 
 def follow(
@@ -132,23 +172,28 @@ def follow(
     language: str,
     run_over: Callable[[], bool] = lambda: False,
 ) -> Iterator[bytes]:
-    """The body: the backlog in one write, then new frames as the owner appends them, to the end.
+    """The body: the backlog in bounded chunks, then new frames as the owner appends them, to the end.
 
-    `run_over()` says the run no longer holds its thread's lease; a live owner whose run is over and
-    whose record still lacks its terminal frame after a grace period failed to record it."""
+    A follower sleeps until the record changes (`runtime.watch_file`: inotify under gevent, a short poll
+    on threads). `run_over()` says the run no longer holds its thread's lease; a live owner whose run is
+    over and whose record still lacks its terminal frame after a grace period failed to record it."""
     reader = attach.reader
     marker = ReaderMarker(attach.readers_dir)
     marker.touch()
+    watch = None
     try:
-        if attach.backlog:
-            yield b"".join(frame.data for frame in attach.backlog)
+        yield from stream_backlog(attach)
+        watch = watch_file(str(reader.path))
         next_heartbeat = time.monotonic() + settings.heartbeat_interval_s
         next_owner_check = time.monotonic() + OWNER_CHECK_S
         over_since: float | None = None
+        read_at_once = True  # frames appended between the tail scan and the watch's start
         while not reader.finished and not reader.truncated:
-            runtime.sleep(POLL_S)
+            if not (read_at_once or reader.behind):
+                watch.wait(max(0.0, min(next_heartbeat, next_owner_check) - time.monotonic()))
+            read_at_once = False
             marker.touch()
-            frames = reader.poll()
+            frames = reader.poll(CHUNK_BYTES, max_chunks=1)
             now = time.monotonic()
             if frames:
                 yield b"".join(frame.data for frame in frames)
@@ -159,7 +204,7 @@ def follow(
                 _seal_if_owner_died(reader, runtime, settings, language)
                 over_since = (over_since or now) if run_over() else None
                 if over_since is not None and now - over_since >= UNRECORDED_END_GRACE_S:
-                    late = reader.poll()
+                    late = reader.poll(CHUNK_BYTES, max_chunks=1)
                     if late:
                         yield b"".join(frame.data for frame in late)
                         continue
@@ -169,8 +214,11 @@ def follow(
                 next_heartbeat = now + settings.heartbeat_interval_s
                 yield HEARTBEAT_FRAME
     finally:
+        if watch is not None:
+            watch.close()
         marker.remove()
         reader.close()
+        attach.on_end()
 
 
 def _seal_if_owner_died(reader: RecordReader, runtime: Runtime, settings: Settings, language: str) -> None:

@@ -31,6 +31,13 @@ log = logging.getLogger(__name__)
 
 #: A reader marker touched within this many seconds counts as a reader present.
 READER_FRESH_S = 3.0
+#: Every read of a record past its header is at most this many bytes: scans and the backlog go in
+#: chunks, so a reattach holds no more of a 64 MiB record than this (docs/design.md#reattach).
+CHUNK_BYTES = 64 * 1024
+_FRAME_END = b"\n\n"
+_FRAME_START = b"\n\nid: "
+#: Enough of a frame's beginning for its id and event type (`id: n\ndata: {"type":"..."`).
+_FRAME_PREFIX_BYTES = 96
 
 
 @dataclass
@@ -49,13 +56,30 @@ class RecordReader:
     truncated: bool = False
     finished: bool = False
     last_position: int = 0
+    #: The last poll stopped at `max_chunks` with more to read.
+    behind: bool = False
     _pending: bytes = b""
     _handle: BinaryIO | None = field(default=None, repr=False)
 
-    def poll(self, max_read: int = 1 << 20) -> list[Frame]:
+    @classmethod
+    def resume(cls, path: Path, probe: HeadProbe, tail: RecordTail) -> RecordReader:
+        """A reader that continues after `tail.complete_end` on the probe's descriptor (what precedes it
+        was checked by the tail scan and is served as raw chunks, docs/design.md#reattach)."""
+        assert probe.fd is not None
+        handle = open(probe.fd, "rb", closefd=True)  # noqa: SIM115 - kept open across polls, see close()
+        handle.seek(tail.complete_end)
+        return cls(
+            path, head=probe.head, truncated=tail.truncated, finished=tail.finished,
+            last_position=tail.last_position, _handle=handle,
+        )  # fmt: skip
+
+    def poll(self, max_read: int = 1 << 20, max_chunks: int | None = None) -> list[Frame]:
         """Read what was appended since the last poll (the file stays open between polls: a follower
-        polls often, and a record removed by retention meanwhile is still read to its end)."""
+        polls often, and a record removed by retention meanwhile is still read to its end). With
+        `max_chunks`, at most that many reads of `max_read` (`behind` says whether more is waiting)."""
         frames: list[Frame] = []
+        self.behind = False
+        reads = 0
         try:
             if self._handle is None:
                 self._handle = open(self.path, "rb")  # noqa: SIM115 - kept open across polls, see close()
@@ -63,9 +87,13 @@ class RecordReader:
                 chunk = self._handle.read(max_read)
                 if not chunk:
                     break
+                reads += 1
                 self._pending += chunk
                 self._parse(frames)
                 if len(chunk) < max_read:
+                    break
+                if max_chunks is not None and reads >= max_chunks:
+                    self.behind = True
                     break
         except OSError:
             return frames
@@ -127,6 +155,113 @@ def _event_type(data: bytes) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class HeadProbe:
+    """A record's header read with one bounded read; `fd` stays open for the rest of the reattach."""
+
+    head: RecordHead | None
+    fd: int | None
+    frames_start: int  # the offset just past the header
+
+
+def probe_head(path: Path) -> HeadProbe:
+    """Open a record and read its header only: one `open` and one read of `MAX_HEADER_BYTES` at most,
+    whatever the record's size (docs/design.md#reattach)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return HeadProbe(None, None, 0)
+    try:
+        block = os.pread(fd, MAX_HEADER_BYTES, 0)
+    except OSError:
+        os.close(fd)
+        return HeadProbe(None, None, 0)
+    end = block.find(_FRAME_END)
+    head = parse_head(block[: end + 2]) if end >= 0 else None
+    if head is None:
+        os.close(fd)
+        return HeadProbe(None, None, 0)
+    return HeadProbe(head, fd, end + 2)
+
+
+@dataclass(frozen=True)
+class RecordTail:
+    """What a reattach decides on, found at the end of the record without parsing what precedes it."""
+
+    complete_end: int  # the offset just past the last whole frame
+    last_position: int  # its event id (0: no frame yet)
+    finished: bool
+    truncated: bool
+
+
+def _rfind_in_file(fd: int, needle: bytes, low: int, high: int) -> int:
+    """The last offset of `needle` within [low, high), read backwards in bounded chunks (-1: none)."""
+    overlap = len(needle) - 1
+    end = high
+    while end - low >= len(needle):
+        start = max(low, end - CHUNK_BYTES)
+        chunk = os.pread(fd, end - start, start)
+        found = chunk.rfind(needle)
+        if found >= 0:
+            return start + found
+        if start == low:
+            return -1
+        end = start + overlap
+    return -1
+
+
+def _frame_facts(prefix: bytes) -> tuple[int, str]:
+    """(event id, event type) from the first bytes of a frame; (0, "") for a comment."""
+    if not prefix.startswith(b"id: "):
+        return 0, ""
+    line_end = prefix.find(b"\n")
+    try:
+        position = int(prefix[4:line_end])
+    except ValueError:
+        return 0, ""
+    data = prefix[line_end + 1 :]
+    return position, _event_type(data[6:]) if data.startswith(b"data: ") else ""
+
+
+def scan_tail(fd: int, frames_start: int) -> RecordTail:
+    """The record's last whole frame, found by reading backwards from the end in bounded chunks (one
+    chunk unless a frame is larger). Blocking file work: call it off the hub."""
+    size = os.fstat(fd).st_size
+    last_end = _rfind_in_file(fd, _FRAME_END, frames_start, size)
+    if last_end < 0:
+        return RecordTail(frames_start, 0, False, False)
+    complete_end = last_end + 2
+    previous_end = _rfind_in_file(fd, _FRAME_END, max(0, frames_start - 2), complete_end - 2)
+    block_start = previous_end + 2 if previous_end >= 0 else frames_start
+    prefix = os.pread(fd, min(_FRAME_PREFIX_BYTES, complete_end - block_start), block_start)
+    if prefix.startswith(b":"):
+        truncated = prefix == TRUNCATED_FRAME
+        return RecordTail(complete_end, 0, False, truncated)
+    position, event_type = _frame_facts(prefix)
+    return RecordTail(complete_end, position, event_type in TERMINAL_TYPES, False)
+
+
+def find_frame_after(fd: int, frames_start: int, complete_end: int, cursor: int) -> int:
+    """The offset of the first frame whose id is above `cursor` (`complete_end`: none). Ids only grow, so
+    a chunk whose last frame is at or below the cursor is skipped whole; read in bounded chunks, forwards.
+    Blocking file work: call it off the hub."""
+    margin = _FRAME_PREFIX_BYTES
+    offset = max(0, frames_start - 2)  # the header's own "\n\n" precedes the first frame
+    while offset < complete_end:
+        chunk = os.pread(fd, min(CHUNK_BYTES, complete_end - offset) + margin, offset)
+        scan_end = min(CHUNK_BYTES, complete_end - offset)
+        search_end = min(len(chunk), scan_end + len(_FRAME_START) - 1)  # matches that begin in this chunk
+        last = chunk.rfind(_FRAME_START, 0, search_end)
+        if last >= 0 and _frame_facts(chunk[last + 2 : last + 2 + margin])[0] > cursor:
+            found = chunk.find(_FRAME_START, 0, search_end)
+            while found >= 0:
+                if _frame_facts(chunk[found + 2 : found + 2 + margin])[0] > cursor:
+                    return offset + found + 2
+                found = chunk.find(_FRAME_START, found + 1, search_end)
+        offset += scan_end
+    return complete_end
+
+
 def read_tombstone(path: Path) -> RecordHead | None:
     try:
         with open(path, "rb") as handle:
@@ -148,12 +283,10 @@ def seal_orphan(path: Path, build_terminal: Callable[[int], bytes], try_lock: Ca
     try:
         if not try_lock(fd):
             return False
-        reader = RecordReader(path)
-        reader.poll()
-        reader.close()
-        if reader.finished or reader.truncated:
+        tail = scan_tail(fd, 0)  # the end only: a whole-file parse here stalled the hub
+        if tail.finished or tail.truncated:
             return False
-        os.write(fd, build_terminal(reader.last_position + 1))
+        os.write(fd, build_terminal(tail.last_position + 1))
         return True
     finally:
         os.close(fd)
@@ -203,11 +336,17 @@ def readers_present(directory: Path, now_s: float | None = None) -> bool:
 
 
 __all__ = [
+    "CHUNK_BYTES",
     "READER_FRESH_S",
     "Frame",
+    "HeadProbe",
     "ReaderMarker",
     "RecordReader",
+    "RecordTail",
+    "find_frame_after",
+    "probe_head",
     "read_tombstone",
     "readers_present",
+    "scan_tail",
     "seal_orphan",
 ]

@@ -6,9 +6,12 @@ Same bearer as `POST /` (the app's guard). `rosInvocationId` is a query paramete
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from flask import Blueprint, Response, request
 
-from agui_bridge.runs.reattach import follow, open_reattach, parse_cursor
+from agui_bridge.runs.reattach import Reattach, follow, open_reattach, parse_cursor
+from agui_bridge.service import bound_client_socket, release_client_socket
 from agui_bridge.web.context import get_service
 from agui_bridge.web.http_errors import request_language
 from agui_bridge.wire.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
@@ -18,13 +21,36 @@ bp = Blueprint("iac_code_reattach", __name__)
 REATTACH_PATH = "/extensions/iac-code/v1/threads/<path:thread_id>/runs/<run_id>/events"
 
 
+def ros_invocation_id_of_request() -> str | None:
+    """The run's credential as the client sent it: the one place that knows where it travels."""
+    return request.args.get("rosInvocationId")
+
+
 @bp.get(REATTACH_PATH)
 def reattach_view(thread_id: str, run_id: str) -> Response:
     service = get_service()
     settings = service.settings
     language = request_language(settings.default_language)
     cursor = parse_cursor(request.headers.get("Last-Event-ID"), request.args.get("after"))
-    attach = open_reattach(settings, thread_id, run_id, request.args.get("rosInvocationId"), cursor)
+    attach = open_reattach(settings, thread_id, run_id, ros_invocation_id_of_request(), cursor)
+    try:
+        release_slot = service.admit_follower()  # 503 + Retry-After past the stream cap
+    except BaseException:
+        attach.reader.close()
+        raise
+    # The same write deadline as POST /: a client that stops reading is dropped (docs/design.md#reattach).
+    bound = bound_client_socket(request.environ.get("gunicorn.socket"), settings.client_write_timeout_s)
+
+    ended = False
+
+    def on_end() -> None:
+        nonlocal ended
+        if not ended:
+            ended = True
+            release_client_socket(bound)
+            release_slot()
+
+    attach.on_end = on_end
     service.observer.reattached()
     store = service.store
 
@@ -37,8 +63,32 @@ def reattach_view(thread_id: str, run_id: str) -> Response:
         lease = state.active_run if state is not None else None
         return lease is None or lease.run_id != run_id
 
-    body = follow(attach, service.runtime, settings, language, run_over)
+    body = _FollowBody(attach, follow(attach, service.runtime, settings, language, run_over))
     response = Response(body, status=200, content_type=SSE_CONTENT_TYPE, direct_passthrough=True)
     for name, value in SSE_RESPONSE_HEADERS:
         response.headers[name] = value
     return response
+
+
+class _FollowBody:
+    """The response body: closing it gives back the follower's slot and the socket's deadline even when
+    the server closes it before its first iteration (a generator's `finally` would not run then)."""
+
+    def __init__(self, attach: Reattach, body: Iterator[bytes]) -> None:
+        self._attach = attach
+        self._body = body
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._body)
+
+    def close(self) -> None:
+        close = getattr(self._body, "close", None)
+        try:
+            if close is not None:
+                close()
+        finally:
+            self._attach.reader.close()
+            self._attach.on_end()

@@ -14,7 +14,7 @@ import pytest
 from agui_bridge.errors import InvalidInput, ReplayCursorOutOfRange, ReplayExpired, RunNotFound
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.observer import NULL_OBSERVER
-from agui_bridge.runs.reattach import open_reattach, parse_cursor
+from agui_bridge.runs.reattach import open_reattach, parse_cursor, stream_backlog
 from agui_bridge.settings import Settings
 from agui_bridge.state.replay import (
     ReaderMarker,
@@ -106,7 +106,9 @@ def test_refusals_in_order(tmp_path: Path) -> None:
     with pytest.raises(ReplayCursorOutOfRange):
         open_reattach(settings, "t", "r", "ros-1", 6)
     attach = open_reattach(settings, "t", "r", "ros-1", 2)
-    assert [frame.position for frame in attach.backlog] == [3, 4, 5]
+    backlog = b"".join(stream_backlog(attach))
+    attach.reader.close()
+    assert [int(block[4:].split(b"\n", 1)[0]) for block in backlog.split(b"\n\n") if block] == [3, 4, 5]
     os.utime(record_paths(tmp_path, "t", "r")[0], (time.time() - 100, time.time() - 100))
     with pytest.raises(ReplayExpired):
         open_reattach(settings_for(tmp_path, reattach_retention_s=50.0), "t", "r", "ros-1", 0)

@@ -58,7 +58,10 @@ class RecordReader:
     last_position: int = 0
     #: The last poll stopped at `max_chunks` with more to read.
     behind: bool = False
-    _pending: bytes = b""
+    #: A frame still being written: appended to in place, and searched for its end only where it grew (a
+    #: frame larger than a read would otherwise be copied and rescanned on every poll).
+    _pending: bytearray = field(default_factory=bytearray, repr=False)
+    _searched: int = 0
     _handle: BinaryIO | None = field(default=None, repr=False)
 
     @classmethod
@@ -108,14 +111,17 @@ class RecordReader:
     def _parse(self, out: list[Frame]) -> None:
         buffer = self._pending
         start = 0
+        search_from = max(0, self._searched - 1)
         while True:
-            end = buffer.find(b"\n\n", start)
+            end = buffer.find(b"\n\n", search_from)
             if end < 0:
                 break
-            block = buffer[start : end + 2]
-            start = end + 2
+            block = bytes(buffer[start : end + 2])
+            start = search_from = end + 2
             self._block(block, out)
-        self._pending = buffer[start:]
+        if start:
+            del buffer[:start]
+        self._searched = len(buffer)
 
     def _block(self, block: bytes, out: list[Frame]) -> None:
         if block.startswith(b":"):

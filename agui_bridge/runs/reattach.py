@@ -153,9 +153,7 @@ def _finished_long_ago(fd: int, retention_s: float) -> bool:
 def stream_backlog(attach: Reattach) -> Iterator[bytes]:
     """The recorded frames after the cursor as raw chunks of at most `CHUNK_BYTES`, each read off the hub:
     the range ends on a frame boundary, so the client sees whole frames (docs/design.md#reattach)."""
-    reader = attach.reader
-    assert reader._handle is not None
-    fd = reader._handle.fileno()
+    fd = attach.reader.fileno()
     offset = attach.backlog_start
     while offset < attach.backlog_end:
         chunk: bytes = read_off_hub(os.pread, fd, min(CHUNK_BYTES, attach.backlog_end - offset), offset)

@@ -102,6 +102,11 @@ class RecordReader:
             return frames
         return frames
 
+    def fileno(self) -> int:
+        """The open record's descriptor (`resume` opens it; for positional reads of the backlog)."""
+        assert self._handle is not None
+        return self._handle.fileno()
+
     def close(self) -> None:
         if self._handle is not None:
             with contextlib.suppress(OSError):

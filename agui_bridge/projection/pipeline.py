@@ -197,7 +197,10 @@ class PipelineMapper:
             if tool_call_id is not None:
                 arguments = data.get("input")
                 name = non_empty_str(data.get("toolName")) or "tool"
-                projector.tool_call(out, tool_call_id, name, arguments if arguments is not None else {"summary": None})
+                arguments = arguments if arguments is not None else {"summary": None}
+                # The caller is the message of this envelope's step or candidate, not the last one shown:
+                # parallel candidates interleave (docs/design.md#pipelines).
+                projector.tool_call(out, tool_call_id, name, arguments, parent=self.message_id(envelope))
         elif event_type == "tool_result":
             tool_call_id = non_empty_str(data.get("toolUseId"))
             if tool_call_id is not None:

@@ -232,22 +232,28 @@ class RunProjector:
         elif status == "progress":
             out.append(ev.custom(ev.TOOL_PROGRESS_EVENT, {"schemaVersion": 1, **integral(tool)}))
 
-    def _start_tool(self, out: list[Event], tool_call_id: str, name: str) -> bool:
+    def _start_tool(self, out: list[Event], tool_call_id: str, name: str, parent: str | None = None) -> bool:
+        """`parent` names the message that called the tool; by default the current open text message."""
         if tool_call_id in self._open_tools or tool_call_id in self._ended_tools:
             return False
         if self._current_text is not None:
             self._finalise_text(self._current_text)
-        parent = self._current_text if self._current_text in self._open_text else None
+        if parent is None:
+            parent = self._current_text if self._current_text in self._open_text else None
+        else:
+            parent = emitted_id(parent)
         self._open_tools[tool_call_id] = None
         out.append(ev.tool_start(tool_call_id, name, parent))
         return True
 
-    def tool_call(self, out: list[Event], tool_call_id: str, name: str, arguments: Any) -> None:
+    def tool_call(
+        self, out: list[Event], tool_call_id: str, name: str, arguments: Any, parent: str | None = None
+    ) -> None:
         """START (if needed), ARGS with the full input, END: the shape of `input_complete`."""
         tool_call_id = emitted_id(tool_call_id)
         if tool_call_id in self._ended_tools:
             return
-        self._start_tool(out, tool_call_id, name)
+        self._start_tool(out, tool_call_id, name, parent)
         out.append(ev.tool_args(tool_call_id, compact_json(arguments)))
         out.append(ev.tool_end(tool_call_id))
         self._open_tools.pop(tool_call_id, None)

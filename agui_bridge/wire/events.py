@@ -45,20 +45,10 @@ def run_finished(
     return event
 
 
-def run_error(
-    thread_id: str,
-    run_id: str,
-    code: str,
-    message: str,
-    usage: list[dict[str, Any]] | None = None,
-) -> Event:
-    event: Event = {
-        "type": "RUN_ERROR",
-        "message": message,
-        "code": code,
-        "threadId": thread_id,
-        "runId": run_id,
-    }
+def run_error(code: str, message: str, usage: list[dict[str, Any]] | None = None) -> Event:
+    """Only the members of AG-UI 1.0's RunErrorEvent, which has no threadId/runId (a 1.0 client strips them
+    with a warning); RUN_STARTED and the request name the run (docs/design.md#terminal-event)."""
+    event: Event = {"type": "RUN_ERROR", "message": message, "code": code}
     if usage:
         event["usage"] = usage
     event["timestamp"] = now_ms()

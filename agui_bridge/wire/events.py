@@ -18,6 +18,9 @@ SESSION_EVENT = "iac-code.session.v1"
 ARTIFACT_EVENT = "iac-code.artifact.v1"
 TOOL_PROGRESS_EVENT = "iac-code.tool-progress.v1"
 PIPELINE_EVENT = "iac-code.pipeline.v1"
+#: The AG-UI protocol version the bridge speaks, declared on every RUN_STARTED (AG-UI 1.0 basic/versioning:
+#: the version segment of the schema's $id, the value @ag-ui/core 1.0 calls PROTOCOL_VERSION).
+PROTOCOL_VERSION = "1.0"
 
 
 def now_ms() -> int:
@@ -25,7 +28,8 @@ def now_ms() -> int:
 
 
 def run_started(thread_id: str, run_id: str, parent_run_id: str | None = None) -> Event:
-    event: Event = {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
+    """Declares `protocolVersion`, which AG-UI 1.0 says an implementation MUST send on RUN_STARTED."""
+    event: Event = {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id, "protocolVersion": PROTOCOL_VERSION}
     if parent_run_id is not None:
         event["parentRunId"] = parent_run_id
     event["timestamp"] = now_ms()

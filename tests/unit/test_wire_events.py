@@ -52,3 +52,10 @@ def test_a_built_event_has_no_member_outside_its_schema(event: dict[str, Any]) -
 def test_run_error_names_no_thread_or_run() -> None:
     """RUN_STARTED and the request name the run; RunErrorEvent has no threadId/runId."""
     assert set(ev.run_error("CANCELLED", "Cancelled.")) == {"type", "message", "code", "timestamp"}
+
+
+def test_run_started_declares_the_protocol_version_of_ag_ui_1_0() -> None:
+    """AG-UI 1.0 (basic/versioning): an implementation MUST send its declaration on RUN_STARTED."""
+    started = ev.run_started("thread-1", "run-1")
+    assert started["protocolVersion"] == "1.0"
+    assert _EVENT_ADAPTER.validate_python(started).protocol_version == "1.0"

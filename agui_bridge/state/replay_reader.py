@@ -26,6 +26,7 @@ from agui_bridge.state.replay_format import (
     RecordHead,
     parse_head,
 )
+from agui_bridge.state.replay_status import status_of
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,9 @@ def seal_orphan(path: Path, build_terminal: Callable[[int], bytes], try_lock: Ca
     """Append the terminal frame to a record whose owner died without writing one (once, under a lock).
 
     `build_terminal(position)` gives the `id: n`-framed RUN_ERROR; `try_lock(fd)` takes an exclusive
-    non-blocking lock on the file (the caller retries cooperatively). Returns whether it sealed.
+    non-blocking lock on the file (the caller retries cooperatively). Returns whether it sealed. Only the
+    header and the tail are read (`replay_status`); a record whose last frame is longer than that tail
+    cannot be numbered and is left unsealed (its follower ends when the run's lease is gone).
     """
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
@@ -148,13 +151,13 @@ def seal_orphan(path: Path, build_terminal: Callable[[int], bytes], try_lock: Ca
     try:
         if not try_lock(fd):
             return False
-        reader = RecordReader(path)
-        reader.poll()
-        reader.close()
-        if reader.finished or reader.truncated:
+        status = status_of(fd)
+        if status.head is None or status.ended or status.last_position is None:
             return False
-        os.write(fd, build_terminal(reader.last_position + 1))
+        os.write(fd, build_terminal(status.last_position + 1))
         return True
+    except OSError:
+        return False
     finally:
         os.close(fd)
 

@@ -164,7 +164,7 @@ def test_sweep_keeps_live_runs_and_tombstones_ended_ones(tmp_path: Path) -> None
     Emitter(NULL_OBSERVER, orphan).events([ev.run_started("t", "orphan", None)])
     later = time.time() + 100
     report = sweep_records(
-        tmp_path, retention_s=50, tombstone_retention_s=1000, now_s=later, owner_alive=lambda o: o == OWNER
+        tmp_path, retention_s=50, tombstone_retention_s=1000, now_s=later, owner_alive=lambda h: h.owner == OWNER
     )
     assert report.tombstoned == 2
     assert live.path.exists() and not finished.path.exists() and not orphan.path.exists()

@@ -72,10 +72,11 @@ class RecordBudget:
             scan = not self._scanning and self._due()
             if scan:
                 self._scanning = True
-            allowed = self._within()
-        if scan:
-            self._start(self._scan_logged, name="agui-replay-budget")
-        return allowed
+            if not scan:
+                return self._within()
+        self._start(self._scan_logged, name="agui-replay-budget")
+        with self._lock:  # a scan that already finished (the first one, in tests) counts
+            return self._within()
 
     def _due(self) -> bool:
         if self._scanned_at is None:

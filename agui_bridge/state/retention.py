@@ -109,7 +109,8 @@ def prune(
                 report.removed.append(thread_id)
         except StateError as exc:
             report.problems.append(f"{thread_id}: {exc}")
-    report.swept = sweep_thread_dir(store.threads_dir, now_s=now / 1000, dry_run=dry_run).removed
+    leftovers = functools.partial(sweep_thread_dir, store.threads_dir, now_s=now / 1000, dry_run=dry_run)
+    report.swept = run_off_hub(leftovers, name="agui-thread-dir-sweep").removed
     report.markers_removed = sweep_cancel_markers(store, now, lease_live, dry_run=dry_run)
     owner_alive = record_owner_alive or OwnerLiveness(
         store.root, beacon_interval_s=DEFAULT_BEACON_INTERVAL_S, grace_s=DEFAULT_LEASE_GRACE_S

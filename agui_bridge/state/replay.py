@@ -79,8 +79,9 @@ class RunRecord:
         self.path = replay_dir(self._state_dir) / (self.name + RECORD_SUFFIX)
         self._max_bytes = max_bytes
         self._budget = budget
-        self._uncharged = 0  # bytes taken since the budget was last told (docs/design.md#retention)
-        self._charged_once = False
+        self._unasked = 0  # bytes taken since the budget was last asked (docs/design.md#replay-budget)
+        self._asked_once = False
+        self._uncharged = -1  # bytes written since the budget was last told (-1: nothing written yet)
         self._fd: int | None = None
         self._header = head.encode()
         self._size = len(self._header)
@@ -110,16 +111,26 @@ class RunRecord:
             self.flush()
 
     def _within_budget(self, size: int) -> bool:
-        """Tell the worker's budget of `replay/` what this record takes: at its first frame, then every
-        `CHARGE_STEP_BYTES`; False once the budget or the free-space reserve refuses."""
+        """Ask the worker's budget of `replay/` (docs/design.md#replay-budget) at this record's first frame,
+        then once per `CHARGE_STEP_BYTES`: False once the budget or the free-space reserve refuses."""
         if self._budget is None:
             return True
-        self._uncharged += size
-        if self._charged_once and self._uncharged < CHARGE_STEP_BYTES:
+        if self._asked_once and self._unasked + size < CHARGE_STEP_BYTES:
+            self._unasked += size
             return True
-        charge = self._uncharged + (0 if self._charged_once else len(self._header))
-        self._charged_once, self._uncharged = True, 0
-        return self._budget.charge(charge)
+        step = self._unasked + size + (0 if self._asked_once else len(self._header))
+        self._asked_once, self._unasked = True, 0
+        return self._budget.allows(step)
+
+    def _charge(self, written: int) -> None:
+        """Tell the budget what was written: at the first write, then per `CHARGE_STEP_BYTES`, and at the end."""
+        if self._budget is None:
+            return
+        first = self._uncharged == -1
+        self._uncharged = max(self._uncharged, 0) + written
+        if first or self._ending or self._uncharged >= CHARGE_STEP_BYTES:
+            self._budget.charge(self._uncharged)
+            self._uncharged = 0
 
     def flush(self) -> None:
         """FrameSink: one `write` for the batch, before the emitter hands its bytes to the server. The
@@ -138,6 +149,7 @@ class RunRecord:
             log.warning("run record write failed; reattach to this run is no longer possible", exc_info=True)
             self._stop()
             return
+        self._charge(len(data))
         if self._ending:
             self._stop()
 

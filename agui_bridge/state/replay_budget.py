@@ -1,9 +1,10 @@
 """The total budget of `replay/` and the free-space reserve, as the recorders see them (docs/design.md#retention).
 
-Every recorder of a worker reports what it wrote, 64 KiB at a time (`charge`: in memory, on the hub). The
-worker's view of the directory is its last scan plus what its recorders wrote since; a scan runs on a native
+Every recorder of a worker asks before its first frame and then every 64 KiB whether it may go on (`allows`),
+and reports what it wrote after writing it (`charge`), both in memory, on the hub. The worker's view of the
+directory is its last scan plus what its recorders wrote since; a scan runs on a native
 thread (`state.offload`) when the view is 30 s old, nears the budget (90 %) or the reserve, and then
-tombstones the oldest ended records down to 80 % (`replay_retention.enforce_budget`). A charge that would
+tombstones the oldest ended records down to 80 % (`replay_retention.enforce_budget`). A step that would
 take the view past the budget, or the filesystem's free space below the reserve, is refused: that record
 stops like one past `--reattach-max-bytes` (`: truncated`), the run goes on. Other workers' writes are seen
 at the next scan, so the budget holds to within what the workers write between two scans.
@@ -25,7 +26,7 @@ from agui_bridge.state.replay_status import OwnerLiveness
 
 log = logging.getLogger(__name__)
 
-#: A recorder reports its writes in steps of this many bytes (and its first write at once).
+#: A recorder asks and reports in steps of this many bytes (and at its first frame and write at once).
 CHARGE_STEP_BYTES = 64 * 1024
 #: The worker's view of `replay/` is rescanned when this old, while recorders write.
 REFRESH_S = 30.0
@@ -62,21 +63,34 @@ class RecordBudget:
         self._scanned_at: float | None = None
         self._scanning = False
 
-    def charge(self, n: int) -> bool:
-        """Count `n` bytes written (or about to be); False when the budget or the reserve is exhausted."""
+    def allows(self, n: int) -> bool:
+        """May a recorder write `n` more bytes? False past the budget or below the free-space reserve."""
+        with self._lock:
+            scan = self._claim_scan()
+            if not scan:
+                return self._within(n)
+        self._start(self._scan_logged, name="agui-replay-budget")
+        with self._lock:  # a scan that already finished (the first one, in tests) counts
+            return self._within(n)
+
+    def charge(self, n: int) -> None:
+        """Count `n` bytes a recorder wrote (after the write: a scan never misses bytes, at worst counts
+        them twice until the next scan)."""
         with self._lock:
             self._charged += n
             self._used += n
             if self._free is not None:
                 self._free -= n
-            scan = not self._scanning and self._due()
-            if scan:
-                self._scanning = True
-            if not scan:
-                return self._within()
-        self._start(self._scan_logged, name="agui-replay-budget")
-        with self._lock:  # a scan that already finished (the first one, in tests) counts
-            return self._within()
+            scan = self._claim_scan()
+        if scan:
+            self._start(self._scan_logged, name="agui-replay-budget")
+
+    def _claim_scan(self) -> bool:
+        """Under the lock: is a scan due and not under way? Then this caller starts it."""
+        if self._scanning or not self._due():
+            return False
+        self._scanning = True
+        return True
 
     def _due(self) -> bool:
         if self._scanned_at is None:
@@ -87,9 +101,9 @@ class RecordBudget:
         )
         return age >= REFRESH_S or (near and age >= MIN_REFRESH_S)
 
-    def _within(self) -> bool:
-        return (self.budget_bytes <= 0 or self._used <= self.budget_bytes) and (
-            self._free is None or self._free >= self.min_free_bytes
+    def _within(self, n: int) -> bool:
+        return (self.budget_bytes <= 0 or self._used + n <= self.budget_bytes) and (
+            self._free is None or self._free - n >= self.min_free_bytes
         )
 
     def scan(self) -> ReplayUsage | None:

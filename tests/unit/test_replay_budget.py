@@ -153,3 +153,14 @@ def test_a_worker_has_one_budget_per_state_directory_and_none_without_bounds(tmp
     assert first is not None and record_budget(tmp_path, budget_bytes=1 << 20, min_free_bytes=0, **options) is first
     assert record_budget(tmp_path, budget_bytes=0, min_free_bytes=0, **options) is None
     assert CHARGE_STEP_BYTES <= 1 << 20
+
+
+def test_bytes_written_count_against_the_budget_before_and_after_a_scan_sees_them(tmp_path: Path) -> None:
+    budget = synchronous_budget(tmp_path, budget_bytes=100 * KIB, owner_alive=_live_only)
+    assert budget.allows(10 * KIB)  # the first question scans: replay/ is empty
+    written, _ = record_run(tmp_path, "r", text_bytes=80 * KIB, finished=False, owner=LIVE_OWNER)
+    budget.charge(written.path.stat().st_size)  # reported after the write
+    assert not budget.allows(20 * KIB)
+    usage = budget.scan()  # a scan that sees the file replaces the reported bytes, never drops them
+    assert usage is not None and usage.used == written.path.stat().st_size
+    assert not budget.allows(20 * KIB) and budget.allows(5 * KIB)

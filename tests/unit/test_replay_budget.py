@@ -164,3 +164,21 @@ def test_bytes_written_count_against_the_budget_before_and_after_a_scan_sees_the
     usage = budget.scan()  # a scan that sees the file replaces the reported bytes, never drops them
     assert usage is not None and usage.used == written.path.stat().st_size
     assert not budget.allows(20 * KIB) and budget.allows(5 * KIB)
+
+
+def test_short_of_free_space_the_oldest_finished_records_go_to_leave_room_for_thread_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    oldest, _ = record_run(tmp_path, "oldest", text_bytes=64 * KIB, age_s=300)
+    live, _ = record_run(tmp_path, "live", text_bytes=64 * KIB, finished=False, age_s=400, owner=LIVE_OWNER)
+    newest, _ = record_run(tmp_path, "newest", text_bytes=64 * KIB, age_s=100)
+    free = {"bytes": 1 << 20}
+
+    def free_bytes(directory: Path) -> int:
+        return free["bytes"] - sum(p.stat().st_size for p in directory.glob("*.sse"))
+
+    monkeypatch.setattr(replay_retention, "_free_bytes", free_bytes)
+    usage = enforce_budget(
+        tmp_path, budget_bytes=0, target_bytes=0, min_free_bytes=(1 << 20) - 150 * KIB, owner_alive=_live_only
+    )
+    assert usage.evicted == 1 and not oldest.path.exists() and live.path.exists() and newest.path.exists()

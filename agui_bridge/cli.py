@@ -155,7 +155,7 @@ def state_prune(args: argparse.Namespace) -> int:
 
     See docs/design.md#decision-bounded-state.
     """
-    from agui_bridge.state.beacon import Beacons
+    from agui_bridge.state.beacon import Beacons, beacon_fresh_ms
     from agui_bridge.state.lease import beacon_check
     from agui_bridge.state.retention import prune, prune_options
     from agui_bridge.state.store import ThreadStore
@@ -164,7 +164,7 @@ def state_prune(args: argparse.Namespace) -> int:
     settings = build_settings(resolved, os.environ, serving=False)
     store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)
     # A run's lease counts as live while its worker's beacon lists it (state/lease.py), as in the server.
-    lease_live = beacon_check(Beacons(settings.state_dir), int(settings.beacon_interval_s * 3000))
+    lease_live = beacon_check(Beacons(settings.state_dir), beacon_fresh_ms(settings.beacon_interval_s))
     report = prune(store, dry_run=args.dry_run, lease_live=lease_live, **prune_options(settings))
     verb = "would remove" if args.dry_run else "removed"
     print(f"agui-bridge: {verb} {len(report.removed)} of {report.examined} thread file(s) in {settings.state_dir}")

@@ -28,7 +28,7 @@ from agui_bridge.runs.stream import RunStream
 from agui_bridge.runs.workspace import resolve_cwd
 from agui_bridge.runtime import Runtime, watch_client_eof
 from agui_bridge.settings import Settings
-from agui_bridge.state.beacon import Beacons
+from agui_bridge.state.beacon import Beacons, beacon_fresh_ms
 from agui_bridge.state.lease import lease_is_live, lease_key
 from agui_bridge.state.model import RunLease
 from agui_bridge.state.owner import current_owner, owner_is_alive
@@ -140,7 +140,7 @@ class BridgeService:
         if owner == self.owner:
             return PROCESS_RUNS.holds(run_key)
         # Fresh = published within three intervals; a dead owner on this host is caught by its pid first.
-        return self.beacons.holds(owner, run_key, now_ms(), int(self.settings.beacon_interval_s * 3000))
+        return self.beacons.holds(owner, run_key, now_ms(), beacon_fresh_ms(self.settings.beacon_interval_s))
 
     def lease_live(self, lease: RunLease, now: int) -> bool:
         """`state.lease.lease_is_live` with this worker's view: admission, status, cancel, retention

@@ -146,7 +146,7 @@ def record_budget(
     """This worker's budget for `state_dir` (made after fork, once); None when neither bound is set."""
     if budget_bytes <= 0 and min_free_bytes <= 0:
         return None
-    key = (os.getpid(), Path(state_dir), budget_bytes, min_free_bytes)
+    key = (os.getpid(), state_dir, budget_bytes, min_free_bytes)  # per run start: no path arithmetic
     budget = _budgets.get(key)
     if budget is None:
         liveness = OwnerLiveness(Path(state_dir), beacon_interval_s=beacon_interval_s, grace_s=grace_s)

@@ -155,26 +155,27 @@ def state_prune(args: argparse.Namespace) -> int:
 
     See docs/design.md#decision-bounded-state.
     """
-    from agui_bridge.state.beacon import Beacons
+    from agui_bridge.state.beacon import Beacons, beacon_fresh_ms
     from agui_bridge.state.lease import beacon_check
-    from agui_bridge.state.retention import prune
+    from agui_bridge.state.retention import prune, prune_options
     from agui_bridge.state.store import ThreadStore
 
     resolved = resolve(args, os.environ)
     settings = build_settings(resolved, os.environ, serving=False)
     store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s)
     # A run's lease counts as live while its worker's beacon lists it (state/lease.py), as in the server.
-    lease_live = beacon_check(Beacons(settings.state_dir), int(settings.beacon_interval_s * 3000))
-    report = prune(
-        store, retention_days=resolved["state_retention_days"], dry_run=args.dry_run, lease_live=lease_live,
-        replay_retention_s=settings.reattach_retention_s,
-    )  # fmt: skip
+    lease_live = beacon_check(Beacons(settings.state_dir), beacon_fresh_ms(settings.beacon_interval_s))
+    report = prune(store, dry_run=args.dry_run, lease_live=lease_live, **prune_options(settings))
     verb = "would remove" if args.dry_run else "removed"
     print(f"agui-bridge: {verb} {len(report.removed)} of {report.examined} thread file(s) in {settings.state_dir}")
     if report.markers_removed:
         print(f"agui-bridge: {verb} {report.markers_removed} cancel marker(s) of ended runs")
     if report.records_expired:
         print(f"agui-bridge: {verb} {report.records_expired} run record(s) past their replay retention")
+    if report.records_evicted:
+        print(f"agui-bridge: {verb} {report.records_evicted} finished run record(s) over the replay budget")
+    if report.records_skipped:
+        print("agui-bridge: run records skipped: another process is sweeping them")
     for problem in report.problems:
         print(f"agui-bridge: skipped {problem}", file=sys.stderr)
     return 0

@@ -185,6 +185,18 @@ OPTIONS: tuple[Option, ...] = (
         "--reattach-max-bytes must be a non-negative integer.",
         "bytes recorded per run for reattach; past it reattach answers 410 (0: no record)",
     ),
+    Option(
+        "reattach_budget", "REATTACH_BUDGET_BYTES", 1024 * 1024 * 1024, _non_negative_int,
+        "--reattach-budget must be a non-negative integer (bytes).",
+        "bytes all run records may take together; past it the oldest finished go first (0: no total bound)",
+        setting="reattach_budget_bytes",
+    ),
+    Option(
+        "reattach_min_free", "REATTACH_MIN_FREE_BYTES", 256 * 1024 * 1024, _non_negative_int,
+        "--reattach-min-free must be a non-negative integer (bytes).",
+        "free disk bytes kept for thread files: below it run records stop growing (0: no reserve)",
+        setting="reattach_min_free_bytes",
+    ),
 )  # fmt: skip
 
 

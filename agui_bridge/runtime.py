@@ -13,7 +13,7 @@ import os
 import queue as std_queue
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from agui_bridge.start_gate import START_GATE_LIMIT, PriorityGate
 
@@ -245,23 +245,53 @@ def watch_client_eof(sock: Any, on_eof: Callable[[], None]) -> TaskHandle | None
     return handle
 
 
-#: Native threads per worker for bounded file reads (reattach's tail scan and backlog chunks): a pool of
-#: its own, so hostile readers queue here, never in front of the hub's threadpool or the body decoder.
-READ_THREADS = 2
-_read_pool: tuple[int, Any] | None = None
+_T = TypeVar("_T")
 
 
-def read_off_hub(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a blocking file read in a native thread while the hub keeps running (docs/design.md#reattach);
-    directly where gevent is not used (the caller is already a thread of its own)."""
-    global _read_pool
-    if not socket_is_patched():
-        return fn(*args)
-    if _read_pool is None or _read_pool[0] != os.getpid():
-        from gevent.threadpool import ThreadPool
+class OffHubPool:
+    """A few native threads per worker process for blocking work: gevent's own thread pool, made after fork
+    on first use, one pool per kind of work so that one kind queues behind itself only
+    (docs/design.md#runtime-backends). Where gevent is not used, the caller is already a thread of its own:
+    `run` calls in place and `start` starts a thread."""
 
-        _read_pool = (os.getpid(), ThreadPool(READ_THREADS))
-    return _read_pool[1].apply(fn, args)
+    def __init__(self, size: int, name: str) -> None:
+        self.size = size
+        self.name = name
+        self._pool: tuple[int, Any] | None = None
+
+    def _threads(self) -> Any:
+        if self._pool is None or self._pool[0] != os.getpid():
+            from gevent.threadpool import ThreadPool
+
+            self._pool = (os.getpid(), ThreadPool(self.size))
+        return self._pool[1]
+
+    def run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """`fn(*args)` on a pool thread, waited for without blocking the hub; its exception is re-raised."""
+        if not socket_is_patched():
+            return fn(*args)
+        result: _T = self._threads().apply(fn, args)
+        return result
+
+    def start(self, fn: Callable[[], None]) -> None:
+        """`fn()` on a pool thread, not waited for (its caller reads what it leaves behind)."""
+        if not socket_is_patched():
+            threading.Thread(target=fn, name=self.name, daemon=True).start()
+            return
+        self._threads().spawn(fn)
+
+
+#: Bounded file reads of reattach (its tail scan and backlog chunks): hostile readers queue here, never in
+#: front of the hub's own threadpool or the body decoder.
+READS = OffHubPool(2, "agui-reattach-read")
+#: File work whose total grows with the number of files (the retention sweeps, the replay budget's scan):
+#: one thread, so a sweep never takes the reattach readers' or the decoder's threads.
+MAINTENANCE = OffHubPool(1, "agui-maintenance")
+
+
+def read_off_hub(fn: Callable[..., _T], *args: Any) -> _T:
+    """A blocking file read of reattach off the hub (docs/design.md#reattach)."""
+    return READS.run(fn, *args)
 
 
 class FileWatch(Protocol):

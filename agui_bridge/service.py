@@ -28,17 +28,18 @@ from agui_bridge.runs.stream import RunStream
 from agui_bridge.runs.workspace import resolve_cwd
 from agui_bridge.runtime import Runtime, watch_client_eof
 from agui_bridge.settings import Settings
-from agui_bridge.state.beacon import Beacons
+from agui_bridge.state.beacon import Beacons, beacon_fresh_ms
 from agui_bridge.state.lease import lease_is_live, lease_key
 from agui_bridge.state.model import RunLease
 from agui_bridge.state.owner import current_owner, owner_is_alive
-from agui_bridge.state.retention import busy_since, prune
+from agui_bridge.state.retention import busy_since, prune, prune_options
 from agui_bridge.state.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.wire.events import now_ms
 
 PROTOCOL_PACKAGE_VERSION = "1.0.0"
-#: The retention sweep (docs/design.md#retention) runs about hourly in every worker; the lock makes that harmless.
+#: The retention sweep (docs/design.md#retention) runs about hourly in every worker: thread files under their
+#: locks, run records (off the hub) by whichever worker takes the records' sweep lock first.
 SWEEP_INTERVAL_S = 3600.0
 
 log = logging.getLogger(__name__)
@@ -150,16 +151,14 @@ class BridgeService:
             self.runtime.sleep(tick_s)
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + SWEEP_INTERVAL_S
-                report = prune(
-                    self.store, retention_days=self.settings.state_retention_days, lease_live=self.lease_live,
-                    replay_retention_s=self.settings.reattach_retention_s,
-                )  # fmt: skip
-                if report.removed or report.problems or report.markers_removed:
+                report = prune(self.store, lease_live=self.lease_live, **prune_options(self.settings))
+                if report.removed or report.problems or report.markers_removed or report.records_expired:
                     log.info(
-                        "retention sweep removed %d thread file(s) and %d cancel marker(s) of ended runs",
-                        len(report.removed),
-                        report.markers_removed,
-                    )
+                        "retention sweep removed %d thread file(s), %d cancel marker(s) of ended runs and %d run "
+                        "record(s) (%d of them over the replay budget)",
+                        len(report.removed), report.markers_removed,
+                        report.records_expired + report.records_evicted, report.records_evicted,
+                    )  # fmt: skip
             if self.is_idle():
                 log.info("idle for %.1f s: requesting a graceful exit", idle_s)
                 request_exit()
@@ -170,7 +169,7 @@ class BridgeService:
         if owner == self.owner:
             return PROCESS_RUNS.holds(run_key)
         # Fresh = published within three intervals; a dead owner on this host is caught by its pid first.
-        return self.beacons.holds(owner, run_key, now_ms(), int(self.settings.beacon_interval_s * 3000))
+        return self.beacons.holds(owner, run_key, now_ms(), beacon_fresh_ms(self.settings.beacon_interval_s))
 
     def lease_live(self, lease: RunLease, now: int) -> bool:
         """`state.lease.lease_is_live` with this worker's view: admission, status, cancel, retention

@@ -62,6 +62,8 @@ class Settings:
     reattach_window_s: float = 0.0
     reattach_retention_s: float = 3600.0  # a finished run stays replayable this long
     reattach_max_bytes: int = 64 * MIB  # per-run record bound; 0: no record (no reattach)
+    reattach_budget_bytes: int = 1024 * MIB  # all of replay/: oldest ended records go first; 0: no total bound
+    reattach_min_free_bytes: int = 256 * MIB  # recorders stop below this much free disk (room for thread files)
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

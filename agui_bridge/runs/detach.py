@@ -20,7 +20,7 @@ from agui_bridge.runs.observer import RunObserver
 from agui_bridge.runs.pump import Pacer
 from agui_bridge.runtime import Runtime
 from agui_bridge.settings import Settings
-from agui_bridge.state.replay import RecordHead, RunRecord, ros_digest
+from agui_bridge.state.replay import RecordHead, RunRecord, record_budget, ros_digest
 from agui_bridge.wire import events as ev
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,12 @@ def new_record(settings: Settings, ticket: RunTicket) -> RunRecord | None:
     if settings.reattach_max_bytes <= 0:
         return None
     head = RecordHead(ticket.thread_id, ticket.run_id, ros_digest(ticket.ros_invocation_id), ticket.owner, ev.now_ms())
-    return RunRecord(settings.state_dir, head, max_bytes=settings.reattach_max_bytes)
+    budget = record_budget(
+        settings.state_dir, budget_bytes=settings.reattach_budget_bytes,
+        min_free_bytes=settings.reattach_min_free_bytes, beacon_interval_s=settings.beacon_interval_s,
+        grace_s=settings.lease_ttl_s,
+    )  # fmt: skip
+    return RunRecord(settings.state_dir, head, max_bytes=settings.reattach_max_bytes, budget=budget)
 
 
 class Detacher:

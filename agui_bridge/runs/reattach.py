@@ -31,8 +31,8 @@ from agui_bridge.errors import (
 from agui_bridge.i18n import translate
 from agui_bridge.runtime import Runtime, read_off_hub, watch_file
 from agui_bridge.settings import Settings
-from agui_bridge.state.owner import owner_is_alive
 from agui_bridge.state.replay import (
+    OwnerLiveness,
     ReaderMarker,
     RecordReader,
     read_tombstone,
@@ -222,7 +222,10 @@ def follow(
 def _seal_if_owner_died(reader: RecordReader, runtime: Runtime, settings: Settings, language: str) -> None:
     """A record whose owner process is gone never gets its terminal frame from it: write it here."""
     head = reader.head
-    if head is None or owner_is_alive(head.owner):
+    alive = OwnerLiveness(
+        settings.state_dir, beacon_interval_s=settings.beacon_interval_s, grace_s=settings.lease_ttl_s
+    )
+    if head is None or alive(head):
         return
     message = translate("run_worker_lost", settings.default_language or language)
     code = str(Cancelled.code)

@@ -29,6 +29,13 @@ OWNERS_DIR = "owners"
 CANCELS_DIR = "cancel-requests"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+#: A beacon is fresh while published within this many beacon intervals (docs/design.md#lease-liveness).
+FRESH_INTERVALS = 3
+
+
+def beacon_fresh_ms(interval_s: float) -> int:
+    """How recent a worker's beacon must be for the worker to count as alive."""
+    return int(interval_s * FRESH_INTERVALS * 1000)
 
 
 @dataclass(frozen=True)
@@ -74,16 +81,27 @@ class Beacons:
 
     def holds(self, owner: str, run_key: str, now_ms: int, ttl_ms: int) -> bool:
         """True if `owner`'s beacon is fresh and lists `run_key` (an unreadable beacon counts as dead)."""
+        runs = self._fresh_runs(owner, now_ms, ttl_ms)
+        return runs is not None and run_key in runs
+
+    def fresh(self, owner: str, now_ms: int, ttl_ms: int) -> bool:
+        """True if `owner`'s beacon is fresh: the worker is alive, on whatever host it runs."""
+        return self._fresh_runs(owner, now_ms, ttl_ms) is not None
+
+    def _fresh_runs(self, owner: str, now_ms: int, ttl_ms: int) -> list[object] | None:
+        """The runs of `owner`'s beacon if it is fresh, else None (missing or unreadable counts as dead)."""
         try:
             with open(self.owners_dir / f"{_name(owner)}.json", "rb") as handle:
                 document = json.loads(handle.read())
         except (OSError, ValueError):
-            return False
+            return None
         if not isinstance(document, dict) or document.get("owner") != owner:
-            return False
+            return None
         heartbeat = document.get("heartbeatAt")
         runs = document.get("runs")
-        return isinstance(heartbeat, int) and heartbeat > now_ms - ttl_ms and isinstance(runs, list) and run_key in runs
+        if not (isinstance(heartbeat, int) and heartbeat > now_ms - ttl_ms and isinstance(runs, list)):
+            return None
+        return runs
 
     def forget_stale(self, older_than_s: float) -> None:
         """Remove beacons of workers gone for long (each restart leaves one behind)."""

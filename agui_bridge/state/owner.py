@@ -65,6 +65,13 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
+def owner_on_this_host(owner: str) -> bool:
+    """Does a well-formed owner id name this host (so its pid can be checked here)?"""
+    host, sep1, _start = owner.rpartition(":")
+    host, sep2, pid_text = host.rpartition(":")
+    return bool(sep1 and sep2 and pid_text.isdigit()) and host == socket.gethostname()
+
+
 def owner_is_alive(owner: str) -> bool:
     """True unless the owner is provably gone.
 

@@ -17,7 +17,8 @@ they touch every second (`<name>.readers/<token>`): the owner of a detached run 
 
 Retention (`sweep_records`) turns a finished record older than its retention into a tombstone
 (`<name>.gone`, the header only), so a late reattach gets 410 instead of 404; tombstones go with the
-thread files' retention.
+thread files' retention. `replay/` as a whole has a budget and leaves a free-space reserve
+(`replay_budget`): past either, the oldest ended records go first and a live record stops (`: truncated`).
 
 This module is the writer (the owning worker); the layout is `state/replay_format.py`, the readers'
 side `state/replay_reader.py`, retention `state/replay_retention.py`. Every name stays importable here.
@@ -31,6 +32,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agui_bridge.state.replay_budget import CHARGE_STEP_BYTES, RecordBudget, record_budget
 from agui_bridge.state.replay_format import (
     HEADER_PREFIX,
     READERS_SUFFIX,
@@ -57,6 +59,7 @@ from agui_bridge.state.replay_reader import (
     seal_orphan,
 )
 from agui_bridge.state.replay_retention import RecordSweep, sweep_records
+from agui_bridge.state.replay_status import OwnerLiveness, read_status
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +70,18 @@ class RunRecord:
     A failing write never fails the run: recording stops (logged once) and a later reattach gets 410.
     """
 
-    def __init__(self, state_dir: Path, head: RecordHead, *, max_bytes: int) -> None:
+    def __init__(
+        self, state_dir: Path, head: RecordHead, *, max_bytes: int, budget: RecordBudget | None = None
+    ) -> None:
         self.head = head
         self._state_dir = state_dir if isinstance(state_dir, Path) else Path(state_dir)
         self.name = record_name(head.thread_id, head.run_id)
         self.path = replay_dir(self._state_dir) / (self.name + RECORD_SUFFIX)
         self._max_bytes = max_bytes
+        self._budget = budget
+        self._unasked = 0  # bytes taken since the budget was last asked (docs/design.md#replay-budget)
+        self._asked_once = False
+        self._uncharged = -1  # bytes written since the budget was last told (-1: nothing written yet)
         self._fd: int | None = None
         self._header = head.encode()
         self._size = len(self._header)
@@ -86,10 +95,12 @@ class RunRecord:
         """FrameSink: take `data` (already `id: n`-framed); `flush` writes the batch."""
         if self.stopped or self._ending:
             return
-        if self._size + len(data) > self._max_bytes:
+        over_record = self._size + len(data) > self._max_bytes
+        if over_record or not self._within_budget(len(data)):
             self._pending.append(TRUNCATED_FRAME)
             self._ending = True
-            log.warning("run record reached its size bound; reattach to this run is no longer possible")
+            bound = "its size bound" if over_record else "the replay budget or the free-space reserve"
+            log.warning("run record reached %s; reattach to this run is no longer possible", bound)
             self.flush()
             return
         self._pending.append(data)
@@ -98,6 +109,28 @@ class RunRecord:
         if event.get("type") in TERMINAL_TYPES:
             self.finished = self._ending = True
             self.flush()
+
+    def _within_budget(self, size: int) -> bool:
+        """Ask the worker's budget of `replay/` (docs/design.md#replay-budget) at this record's first frame,
+        then once per `CHARGE_STEP_BYTES`: False once the budget or the free-space reserve refuses."""
+        if self._budget is None:
+            return True
+        if self._asked_once and self._unasked + size < CHARGE_STEP_BYTES:
+            self._unasked += size
+            return True
+        step = self._unasked + size + (0 if self._asked_once else len(self._header))
+        self._asked_once, self._unasked = True, 0
+        return self._budget.allows(step)
+
+    def _charge(self, written: int) -> None:
+        """Tell the budget what was written: at the first write, then per `CHARGE_STEP_BYTES`, and at the end."""
+        if self._budget is None:
+            return
+        first = self._uncharged == -1
+        self._uncharged = max(self._uncharged, 0) + written
+        if first or self._ending or self._uncharged >= CHARGE_STEP_BYTES:
+            self._budget.charge(self._uncharged)
+            self._uncharged = 0
 
     def flush(self) -> None:
         """FrameSink: one `write` for the batch, before the emitter hands its bytes to the server. The
@@ -116,6 +149,7 @@ class RunRecord:
             log.warning("run record write failed; reattach to this run is no longer possible", exc_info=True)
             self._stop()
             return
+        self._charge(len(data))
         if self._ending:
             self._stop()
 
@@ -155,15 +189,19 @@ __all__ = [
     "TOMBSTONE_SUFFIX",
     "TRUNCATED_FRAME",
     "Frame",
+    "OwnerLiveness",
     "ReaderMarker",
+    "RecordBudget",
     "RecordHead",
     "RecordReader",
     "RecordSweep",
     "RunRecord",
     "ensure_replay_dir",
     "parse_head",
+    "read_status",
     "read_tombstone",
     "readers_present",
+    "record_budget",
     "record_name",
     "record_paths",
     "replay_dir",

@@ -235,16 +235,35 @@ def _frame_facts(prefix: bytes) -> tuple[int, str]:
 
 
 def scan_tail(fd: int, frames_start: int) -> RecordTail:
-    """The record's last whole frame, found by reading backwards from the end in bounded chunks (one
-    chunk unless a frame is larger). Blocking file work: call it off the hub."""
+    """The record's last whole frame, found by reading backwards from the end in bounded chunks: the last
+    chunk is read once and serves every look that falls inside it, so a record whose last frame fits one
+    chunk costs one read. Blocking file work: call it off the hub."""
     size = os.fstat(fd).st_size
-    last_end = _rfind_in_file(fd, _FRAME_END, frames_start, size)
+    window_start = max(0, size - CHUNK_BYTES)
+    window = os.pread(fd, size - window_start, window_start)
+
+    def rfind_end(low: int, high: int) -> int:
+        """The last frame end in [low, high): from the window when it is there, else read backwards."""
+        inside = max(low, window_start)
+        if high - inside >= len(_FRAME_END):
+            found = window.rfind(_FRAME_END, inside - window_start, high - window_start)
+            if found >= 0:
+                return window_start + found
+        if low >= window_start:
+            return -1
+        return _rfind_in_file(fd, _FRAME_END, low, min(high, window_start + len(_FRAME_END) - 1))
+
+    last_end = rfind_end(frames_start, size)
     if last_end < 0:
         return RecordTail(frames_start, 0, False, False)
     complete_end = last_end + 2
-    previous_end = _rfind_in_file(fd, _FRAME_END, max(0, frames_start - 2), complete_end - 2)
+    previous_end = rfind_end(max(0, frames_start - 2), complete_end - 2)
     block_start = previous_end + 2 if previous_end >= 0 else frames_start
-    prefix = os.pread(fd, min(_FRAME_PREFIX_BYTES, complete_end - block_start), block_start)
+    prefix_size = min(_FRAME_PREFIX_BYTES, complete_end - block_start)
+    if block_start >= window_start:
+        prefix = window[block_start - window_start : block_start - window_start + prefix_size]
+    else:
+        prefix = os.pread(fd, prefix_size, block_start)
     if prefix.startswith(b":"):
         truncated = prefix == TRUNCATED_FRAME
         return RecordTail(complete_end, 0, False, truncated)
@@ -285,7 +304,9 @@ def seal_orphan(path: Path, build_terminal: Callable[[int], bytes], try_lock: Ca
     """Append the terminal frame to a record whose owner died without writing one (once, under a lock).
 
     `build_terminal(position)` gives the `id: n`-framed RUN_ERROR; `try_lock(fd)` takes an exclusive
-    non-blocking lock on the file (the caller retries cooperatively). Returns whether it sealed.
+    non-blocking lock on the file (the caller retries cooperatively). Returns whether it sealed. Only the
+    record's last frame is read (`scan_tail`); a record whose last frame is still half written is left
+    unsealed (its follower ends when the run's lease is gone).
     """
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
@@ -295,10 +316,12 @@ def seal_orphan(path: Path, build_terminal: Callable[[int], bytes], try_lock: Ca
         if not try_lock(fd):
             return False
         tail = scan_tail(fd, 0)  # the end only: a whole-file parse here stalled the hub
-        if tail.finished or tail.truncated:
-            return False
+        if tail.finished or tail.truncated or tail.complete_end != os.fstat(fd).st_size:
+            return False  # ended already, or a frame half written: never append after a partial frame
         os.write(fd, build_terminal(tail.last_position + 1))
         return True
+    except OSError:
+        return False
     finally:
         os.close(fd)
 

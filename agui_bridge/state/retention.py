@@ -12,21 +12,30 @@ rest, e.g. a worker that died).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from agui_bridge.runtime import MAINTENANCE
 from agui_bridge.state import model
 from agui_bridge.state.beacon import Beacons
 from agui_bridge.state.errors import InvalidThreadId
 from agui_bridge.state.lease import LeaseCheck, lease_is_live, lease_key
-from agui_bridge.state.owner import owner_is_alive
-from agui_bridge.state.replay import sweep_records
+from agui_bridge.state.replay import OwnerLiveness, sweep_records
+from agui_bridge.state.replay_retention import OwnerAlive
 from agui_bridge.state.store import StateError, ThreadStore
 from agui_bridge.state.sweep import sweep_thread_dir
+
+if TYPE_CHECKING:
+    from agui_bridge.settings import Settings
 
 DAY_MS = 24 * 3600 * 1000
 #: A marker whose run cannot be read back (an interrupted write) goes after this many seconds.
 UNREADABLE_MARKER_AGE_S = 600.0
+#: What a record owner's liveness is judged with when the caller has no settings (`Settings`' defaults).
+DEFAULT_BEACON_INTERVAL_S = 5.0
+DEFAULT_LEASE_GRACE_S = 20.0
 
 
 def _grace_only(lease: model.RunLease, now_ms: int) -> bool:
@@ -59,6 +68,8 @@ class PruneReport:
     markers_removed: int = 0
     records_expired: int = 0  # run records past their replay retention, now tombstones (410 on reattach)
     tombstones_removed: int = 0
+    records_evicted: int = 0  # ended records tombstoned early: replay/ was over its budget or short of disk
+    records_skipped: bool = False  # another process was sweeping the records
 
 
 def prune(
@@ -69,10 +80,15 @@ def prune(
     dry_run: bool = False,
     lease_live: LeaseCheck = _grace_only,
     replay_retention_s: float = 3600.0,
+    replay_budget_bytes: int = 0,
+    replay_min_free_bytes: int = 0,
+    record_owner_alive: OwnerAlive | None = None,
 ) -> PruneReport:
     """Remove (or with `dry_run` only list) the thread files past retention with nothing to keep,
     the cancel markers of runs that are no longer live, and the run records (state/replay.py) past
-    `replay_retention_s` (their tombstones go with the thread files' retention)."""
+    `replay_retention_s` (their tombstones go with the thread files' retention) or, oldest ended first,
+    beyond `replay_budget_bytes` / short of `replay_min_free_bytes`. The records' sweep runs off the hub
+    (docs/design.md#retention); `record_owner_alive` defaults to pid-or-beacon liveness (`OwnerLiveness`)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     retention_ms = int(retention_days * DAY_MS)
     report = PruneReport()
@@ -93,14 +109,34 @@ def prune(
                 report.removed.append(thread_id)
         except StateError as exc:
             report.problems.append(f"{thread_id}: {exc}")
-    report.swept = sweep_thread_dir(store.threads_dir, now_s=now / 1000, dry_run=dry_run).removed
+    leftovers = functools.partial(sweep_thread_dir, store.threads_dir, now_s=now / 1000, dry_run=dry_run)
+    report.swept = MAINTENANCE.run(leftovers).removed
     report.markers_removed = sweep_cancel_markers(store, now, lease_live, dry_run=dry_run)
-    records = sweep_records(
-        store.root, retention_s=replay_retention_s, tombstone_retention_s=retention_days * 86400.0,
-        now_s=now / 1000, owner_alive=owner_is_alive, dry_run=dry_run,
+    owner_alive = record_owner_alive or OwnerLiveness(
+        store.root, beacon_interval_s=DEFAULT_BEACON_INTERVAL_S, grace_s=DEFAULT_LEASE_GRACE_S
+    )
+    sweep = functools.partial(
+        sweep_records, store.root, retention_s=replay_retention_s, tombstone_retention_s=retention_days * 86400.0,
+        now_s=now / 1000, owner_alive=owner_alive, dry_run=dry_run, budget_bytes=replay_budget_bytes,
+        min_free_bytes=replay_min_free_bytes,
     )  # fmt: skip
+    records = MAINTENANCE.run(sweep)
     report.records_expired, report.tombstones_removed = records.tombstoned, records.removed
+    report.records_evicted, report.records_skipped = records.evicted, records.skipped
     return report
+
+
+def prune_options(settings: Settings) -> dict[str, Any]:
+    """`prune`'s retention, budget and liveness arguments from the settings (the server's and the CLI's)."""
+    return {
+        "retention_days": settings.state_retention_days,
+        "replay_retention_s": settings.reattach_retention_s,
+        "replay_budget_bytes": settings.reattach_budget_bytes,
+        "replay_min_free_bytes": settings.reattach_min_free_bytes,
+        "record_owner_alive": OwnerLiveness(
+            settings.state_dir, beacon_interval_s=settings.beacon_interval_s, grace_s=settings.lease_ttl_s
+        ),
+    }
 
 
 def sweep_cancel_markers(

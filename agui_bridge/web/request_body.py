@@ -9,7 +9,6 @@ runs in a small pool of native threads, so the hub keeps serving every other str
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from typing import IO, Any, Literal, TypeVar
@@ -21,7 +20,7 @@ from agui_bridge import limits
 from agui_bridge.errors import InvalidInput, InvalidJson, RequestTooLarge, UnsupportedMediaType
 from agui_bridge.i18n import language_from_accept
 from agui_bridge.message_keys import MessageKey
-from agui_bridge.runtime import socket_is_patched
+from agui_bridge.runtime import OffHubPool, socket_is_patched
 from agui_bridge.settings import Settings
 from agui_bridge.validation.bounds import check_body_bounds, prescan_json_text
 from agui_bridge.validation.run_input import prevalidate
@@ -61,28 +60,15 @@ def _read_chunk(stream: IO[bytes], deadline: float) -> bytes:
         timer.close()
 
 
-#: Native threads that decode and validate large bodies, per worker process (created after fork, on first
-#: use). A pool of its own, so hostile bodies queue here and never in front of the hub's own threadpool
-#: (gevent's DNS resolution, other offloaded calls); two threads at most, so they cannot take every core.
-DECODE_THREADS = 2
-_decode_pool: tuple[int, Any] | None = None
-
-
-def _pool() -> Any:
-    global _decode_pool
-    if _decode_pool is None or _decode_pool[0] != os.getpid():
-        from gevent.threadpool import ThreadPool
-
-        _decode_pool = (os.getpid(), ThreadPool(DECODE_THREADS))
-    return _decode_pool[1]
+#: Native threads that decode and validate large bodies, per worker process: a pool of its own, so hostile
+#: bodies queue here and never in front of the hub's own threadpool (gevent's DNS resolution) or other
+#: offloaded work; two threads at most, so they cannot take every core.
+DECODE = OffHubPool(2, "agui-body-decode")
 
 
 def off_hub(fn: Callable[..., _T], *args: Any) -> _T:
     """Run CPU-bound `fn` in a native thread (the hub keeps running); directly where gevent is not used."""
-    if not socket_is_patched():
-        return fn(*args)
-    result: _T = _pool().apply(fn, args)
-    return result
+    return DECODE.run(fn, *args)
 
 
 def require_json_media_type(content_type: str | None) -> None:

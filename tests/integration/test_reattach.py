@@ -186,6 +186,20 @@ def test_a_run_past_the_record_bound_is_410_truncated(settings: Settings, worksp
     assert response.get_json()["error"]["message"] == translate("replay_truncated", "en")
 
 
+def test_a_run_whose_record_does_not_fit_the_replay_budget_is_410_truncated_and_runs_on(
+    settings: Settings, workspace: Path
+) -> None:
+    client = app_with(settings, reattach_budget_bytes=1).test_client()
+    thread_id = new_thread_id()
+    body = run_body(thread_id, "list files with a tool", workspace)
+    raw = client.post("/", json=body).get_data()
+    assert_valid_agui_stream(raw)  # the run and its own stream are untouched by the budget
+    assert parse_sse(raw)[-1]["type"] == "RUN_FINISHED"
+    response = reattach(client, thread_id, body["runId"])
+    assert response.status_code == 410
+    assert response.get_json()["error"]["message"] == translate("replay_truncated", "en")
+
+
 def test_a_client_that_leaves_within_the_window_reattaches_and_misses_nothing(
     settings: Settings, workspace: Path, demo_url: str, demo_token: str
 ) -> None:

@@ -10,7 +10,7 @@ import pytest
 from agui_bridge.errors import ThreadBusy
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.state import model
-from agui_bridge.state.beacon import Beacons
+from agui_bridge.state.beacon import Beacons, beacon_fresh_ms
 from agui_bridge.state.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from tests.bridge_harness import run_body
@@ -84,3 +84,12 @@ def test_admission_uses_the_beacon_after_the_grace_period(
     else:
         ticket = admit()
         assert ticket.orphaned_task_ids == ["task-1"]  # the dead run's task gets cancelled
+
+
+def test_a_fresh_beacon_says_its_worker_is_alive_whatever_runs_it_lists(tmp_path: Path) -> None:
+    beacons = Beacons(tmp_path)
+    assert not beacons.fresh(OTHER, NOW, 15_000)  # no beacon: dead
+    beacons.publish(OTHER, [], NOW)
+    assert beacons.fresh(OTHER, NOW + 14_000, 15_000)
+    assert not beacons.fresh(OTHER, NOW + 15_000, 15_000)  # stale: the worker stopped publishing
+    assert beacon_fresh_ms(5.0) == 15_000  # three beacon intervals, as for leases

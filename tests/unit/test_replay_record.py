@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,9 @@ from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.observer import NULL_OBSERVER
 from agui_bridge.runs.reattach import open_reattach, parse_cursor, stream_backlog
 from agui_bridge.settings import Settings
+from agui_bridge.state.beacon import Beacons
 from agui_bridge.state.replay import (
+    OwnerLiveness,
     ReaderMarker,
     RecordHead,
     RecordReader,
@@ -166,7 +169,7 @@ def test_sweep_keeps_live_runs_and_tombstones_ended_ones(tmp_path: Path) -> None
     Emitter(NULL_OBSERVER, orphan).events([ev.run_started("t", "orphan", None)])
     later = time.time() + 100
     report = sweep_records(
-        tmp_path, retention_s=50, tombstone_retention_s=1000, now_s=later, owner_alive=lambda o: o == OWNER
+        tmp_path, retention_s=50, tombstone_retention_s=1000, now_s=later, owner_alive=lambda h: h.owner == OWNER
     )
     assert report.tombstoned == 2
     assert live.path.exists() and not finished.path.exists() and not orphan.path.exists()
@@ -275,3 +278,96 @@ def test_the_record_directory_is_made_only_when_missing(tmp_path: Path, monkeypa
     first.parent.rmdir()
     record_one("r3")
     assert made == [tmp_path, tmp_path]
+
+
+def follow_until_end(body: Iterator[bytes], deadline_s: float = 5.0) -> bytes:
+    """What a follower sends until its stream ends or `deadline_s` passes (heartbeats keep it yielding)."""
+    out = b""
+    deadline = time.monotonic() + deadline_s
+    for chunk in body:
+        out += chunk
+        if time.monotonic() > deadline:
+            break
+    return out
+
+
+def test_a_follower_on_any_host_seals_a_record_whose_owners_beacon_is_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agui_bridge.runs import reattach as reattach_module
+
+    monkeypatch.setattr(reattach_module, "OWNER_CHECK_S", 0.01)
+    owner = "a-recreated-container.invalid:7:12345"  # another hostname: its pid cannot be checked here
+    Beacons(tmp_path).publish(owner, ["exec-1/r"], ev.now_ms() - 60_000)  # it stopped publishing a minute ago
+    record = RunRecord(tmp_path, head(owner=owner), max_bytes=1 << 20)
+    Emitter(NULL_OBSERVER, record).events([ev.run_started("t", "r", None), ev.text_start("m")])
+    settings = settings_for(tmp_path, heartbeat_interval_s=0.05)
+    attach = open_reattach(settings, "t", "r", "ros-1", 2)
+    out = follow_until_end(reattach_module.follow(attach, SleepRuntime(), settings, "en"))  # type: ignore[arg-type]
+    assert out.endswith(b"\n\n") and b'id: 3\ndata: {"type":"RUN_ERROR"' in out and b'"code":"CANCELLED"' in out
+    reader = RecordReader(record.path)
+    reader.poll()
+    reader.close()
+    assert reader.finished and reader.last_position == 3
+
+
+def test_retention_treats_a_record_whose_owners_beacon_is_stale_as_ended(tmp_path: Path) -> None:
+    stale, fresh = "gone-host.invalid:7:12345", "busy-host.invalid:8:12345"
+    beacons = Beacons(tmp_path)
+    beacons.publish(stale, ["exec-1/orphan"], ev.now_ms() - 60_000)
+    beacons.publish(fresh, ["exec-2/live"], ev.now_ms())
+    for run_id, owner in (("orphan", stale), ("live", fresh)):
+        record = RunRecord(tmp_path, head(run_id=run_id, owner=owner), max_bytes=1 << 20)
+        Emitter(NULL_OBSERVER, record).events([ev.run_started("t", run_id, None)])
+        old = time.time() - 7200
+        os.utime(record.path, (old, old))
+    report = prune(ThreadStore(tmp_path), retention_days=30, replay_retention_s=3600)
+    assert report.records_expired == 1
+    assert record_paths(tmp_path, "t", "orphan")[1].exists() and not record_paths(tmp_path, "t", "orphan")[0].exists()
+    assert record_paths(tmp_path, "t", "live")[0].exists()  # its worker is alive, on whatever host
+
+
+def test_a_follower_leaves_a_record_alone_while_its_owners_beacon_is_fresh(tmp_path: Path) -> None:
+    from agui_bridge.runs.reattach import _seal_if_owner_died
+
+    owner = "busy-host.invalid:8:12345"
+    Beacons(tmp_path).publish(owner, ["exec-1/r"], ev.now_ms())
+    record = RunRecord(tmp_path, head(owner=owner), max_bytes=1 << 20)
+    Emitter(NULL_OBSERVER, record).events([ev.run_started("t", "r", None)])
+    before = record.path.read_bytes()
+    reader = RecordReader(record.path)
+    reader.poll()
+    _seal_if_owner_died(reader, SleepRuntime(), settings_for(tmp_path), "en")  # type: ignore[arg-type]
+    reader.close()
+    assert record.path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("owner", "started_ago_ms", "beacon_age_ms", "alive"),
+    [
+        ("other.invalid:7:1", 60_000, None, False),  # another host, no beacon, past the grace: gone
+        ("other.invalid:7:1", 60_000, 60_000, False),  # another host, a stale beacon
+        ("other.invalid:7:1", 60_000, 1_000, True),  # another host, a fresh beacon
+        ("other.invalid:7:1", 1_000, None, True),  # a new run: its worker's first beacon may not be out yet
+        ("malformed", 1_000, 1_000, False),  # nobody can identify it
+    ],
+)
+def test_a_record_owner_is_judged_by_its_beacon_off_this_host(
+    tmp_path: Path, owner: str, started_ago_ms: int, beacon_age_ms: int | None, alive: bool
+) -> None:
+    now = ev.now_ms()
+    if beacon_age_ms is not None:
+        Beacons(tmp_path).publish(owner, [], now - beacon_age_ms)
+    liveness = OwnerLiveness(tmp_path, beacon_interval_s=5.0, grace_s=20.0)
+    assert liveness(RecordHead("t", "r", ros_digest("ros-1"), owner, now - started_ago_ms), now) is alive
+
+
+def test_a_record_owner_on_this_host_is_judged_by_its_pid_at_once(tmp_path: Path) -> None:
+    from agui_bridge.state.owner import current_owner
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    liveness = OwnerLiveness(tmp_path, beacon_interval_s=5.0, grace_s=20.0)
+    now = ev.now_ms()
+    assert liveness(RecordHead("t", "r", "x", current_owner(), now), now)
+    assert not liveness(RecordHead("t", "r", "x", f"{socket.gethostname()}:{gone.pid}:1", now), now)  # no grace

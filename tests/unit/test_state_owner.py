@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from agui_bridge.state.owner import current_owner, owner_is_alive
+from agui_bridge.state.owner import current_owner, owner_is_alive, owner_on_this_host
 
 
 def test_current_owner_is_host_pid_start() -> None:
@@ -76,3 +76,16 @@ def test_zombie_process_is_not_alive() -> None:
         assert not owner_is_alive(owner)
     finally:
         child.wait()
+
+
+@pytest.mark.parametrize(
+    ("owner", "here"),
+    [
+        (f"{socket.gethostname()}:12:345", True),
+        ("some-other-host.invalid:12:345", False),  # judged by its beacon instead (state/replay_status.py)
+        (f"{socket.gethostname()}:pid:345", False),  # malformed
+        ("garbage", False),
+    ],
+)
+def test_only_an_owner_id_naming_this_host_can_be_checked_by_pid_here(owner: str, here: bool) -> None:
+    assert owner_on_this_host(owner) is here

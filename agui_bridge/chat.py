@@ -385,9 +385,9 @@ def run_chat(
     except ChatUsageError as exc:
         err.write(f"agui-bridge chat: {exc}\n")
         return EXIT_USAGE
-    import requests
+    from agui_bridge.outgoing import direct_session
 
-    with requests.Session() as http:
+    with direct_session() as http:
         client = ChatClient(options, http, stdin or sys.stdin, stdout or sys.stdout, err)
         try:
             return client.run()

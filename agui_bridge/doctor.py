@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agui_bridge.loopback import is_loopback_host
+from agui_bridge.outgoing import direct_session
 
 #: Room a state directory should keep: thread files are small, but a full disk fails closed.
 MIN_FREE_BYTES = 64 * 1024 * 1024
@@ -159,17 +160,16 @@ HttpPost = Callable[[str, Mapping[str, str], bytes], tuple[int, Mapping[str, str
 
 
 def _requests_get(url: str, headers: Mapping[str, str]) -> tuple[int, Mapping[str, str], bytes]:
-    import requests
-
-    response = requests.get(url, headers=dict(headers), timeout=PROBE_TIMEOUT_S, allow_redirects=False)
-    return response.status_code, response.headers, response.content[:65536]
+    """Never through a proxy from the environment: the A2A token goes to the kernel only."""
+    with direct_session() as session:
+        response = session.get(url, headers=dict(headers), timeout=PROBE_TIMEOUT_S, allow_redirects=False)
+        return response.status_code, response.headers, response.content[:65536]
 
 
 def _requests_post(url: str, headers: Mapping[str, str], body: bytes) -> tuple[int, Mapping[str, str], bytes]:
-    import requests
-
-    response = requests.post(url, headers=dict(headers), data=body, timeout=PROBE_TIMEOUT_S, allow_redirects=False)
-    return response.status_code, response.headers, response.content[:65536]
+    with direct_session() as session:
+        response = session.post(url, headers=dict(headers), data=body, timeout=PROBE_TIMEOUT_S, allow_redirects=False)
+        return response.status_code, response.headers, response.content[:65536]
 
 
 def check_upstream(

@@ -9,8 +9,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,47 @@ def test_tracing_otlp_without_the_extra_fails(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if "otlp" in name else real(name, *a))
     check = doctor.check_tracing({"OTEL_TRACES_EXPORTER": "otlp"})
     assert not check.ok and "agui-bridge[otlp]" in check.fix
+
+
+# ------------------------------------------------------------------------------------- proxy variables
+
+
+@pytest.fixture
+def proxy_listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
+    """A loopback listener every proxy variable points at: a connection to it is a token sent to a proxy."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with listener:
+        yield listener
+
+
+def connections_to(listener: socket.socket) -> int:
+    """How many connections wait in the listener's backlog (non-blocking: no wait, no sleep)."""
+    listener.setblocking(False)
+    count = 0
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except BlockingIOError:
+            return count
+        connection.close()
+        count += 1
+
+
+def test_doctor_calls_never_go_through_proxy_variables(
+    private_dir: Path, demo_url: str, demo_token: str, proxy_listener: socket.socket
+) -> None:
+    checks = by_name(doctor.run_checks(target(private_dir, a2a_url=demo_url, a2a_token=demo_token)))
+    assert checks["upstream-health"].ok and checks["upstream-a2a"].ok, checks
+    assert connections_to(proxy_listener) == 0
+
+
+def test_every_outgoing_session_ignores_the_environment() -> None:
+    from agui_bridge.outgoing import direct_session
+
+    with direct_session() as session:
+        assert session.trust_env is False

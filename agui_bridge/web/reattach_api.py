@@ -1,10 +1,13 @@
 """`GET /extensions/iac-code/v1/threads/<threadId>/runs/<runId>/events`: reattach to a run (issue 15).
 
-Same bearer as `POST /` (the app's guard). `rosInvocationId` is a query parameter; the cursor is
-`Last-Event-ID` or `?after=`. Refusals are JSON envelopes before the stream (docs/design.md#reattach).
+Same bearer as `POST /` (the app's guard). `rosInvocationId` is the `Ros-Invocation-Id` header (wins) or a
+query parameter, for clients that cannot set headers; the cursor is `Last-Event-ID` or `?after=`. Refusals are
+JSON envelopes before the stream (docs/design.md#reattach).
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from flask import Blueprint, Response, request
 
@@ -16,6 +19,26 @@ from agui_bridge.wire.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
 bp = Blueprint("iac_code_reattach", __name__)
 
 REATTACH_PATH = "/extensions/iac-code/v1/threads/<path:thread_id>/runs/<run_id>/events"
+#: The run's credential as a header keeps it out of every URL a server or proxy logs (docs/design.md#reattach).
+ROS_INVOCATION_ID_HEADER = "Ros-Invocation-Id"
+
+
+class _Lookup(Protocol):
+    """Request headers or query arguments (werkzeug's or a plain dict)."""
+
+    def get(self, key: str) -> str | None: ...
+
+
+def ros_invocation_id_from(headers: _Lookup, args: _Lookup) -> str | None:
+    """The header when it is set and non-empty, else `?rosInvocationId=`. WSGI hands header bytes over as
+    Latin-1: a value that is valid UTF-8 is read as UTF-8, as the query form's percent-encoding is."""
+    header = headers.get(ROS_INVOCATION_ID_HEADER)
+    if header:
+        try:
+            return header.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            return header
+    return args.get("rosInvocationId")
 
 
 @bp.get(REATTACH_PATH)
@@ -24,7 +47,7 @@ def reattach_view(thread_id: str, run_id: str) -> Response:
     settings = service.settings
     language = request_language(settings.default_language)
     cursor = parse_cursor(request.headers.get("Last-Event-ID"), request.args.get("after"))
-    attach = open_reattach(settings, thread_id, run_id, request.args.get("rosInvocationId"), cursor)
+    attach = open_reattach(settings, thread_id, run_id, ros_invocation_id_from(request.headers, request.args), cursor)
     service.observer.reattached()
     store = service.store
 

@@ -34,8 +34,8 @@ from agui_bridge.state.replay import (
     Frame,
     ReaderMarker,
     RecordReader,
+    existing_record_paths,
     read_tombstone,
-    record_paths,
     seal_orphan,
 )
 from agui_bridge.wire import events as ev
@@ -86,7 +86,7 @@ def open_reattach(
         or len(ros_invocation_id) > limits.MAX_ROS_INVOCATION_ID_CHARS
     ):
         raise RunNotFound()  # POST / never admits such ids
-    record, tombstone, readers_dir = record_paths(settings.state_dir, thread_id, run_id)
+    record, tombstone, readers_dir = existing_record_paths(settings.state_dir, thread_id, run_id)
     reader = RecordReader(record)
     try:
         frames = reader.poll()

@@ -12,6 +12,7 @@ from typing import Protocol
 from flask import Blueprint, Response, request
 
 from agui_bridge.runs.reattach import follow, open_reattach, parse_cursor
+from agui_bridge.validation.addressable import check_addressable_ids
 from agui_bridge.web.context import get_service
 from agui_bridge.web.http_errors import request_language
 from agui_bridge.wire.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
@@ -47,6 +48,7 @@ def reattach_view(thread_id: str, run_id: str) -> Response:
     settings = service.settings
     language = request_language(settings.default_language)
     cursor = parse_cursor(request.headers.get("Last-Event-ID"), request.args.get("after"))
+    check_addressable_ids(threadId=thread_id, runId=run_id)  # POST / admits no other: 400, not 404
     attach = open_reattach(settings, thread_id, run_id, ros_invocation_id_from(request.headers, request.args), cursor)
     service.observer.reattached()
     store = service.store

@@ -273,3 +273,43 @@ def test_every_outgoing_session_ignores_the_environment() -> None:
 
     with direct_session() as session:
         assert session.trust_env is False
+
+
+# ------------------------------------------------------------------------------------ secret files
+
+
+@pytest.mark.parametrize(
+    ("mode", "ok", "who"),
+    [(0o600, True, ""), (0o400, True, ""), (0o640, False, "its group"), (0o644, False, "others"),
+     (0o604, False, "others"), (0o660, False, "its group")],
+)  # fmt: skip
+def test_a_file_holding_a_token_must_be_closed_to_group_and_others(
+    tmp_path: Path, mode: int, ok: bool, who: str
+) -> None:
+    secret = tmp_path / "bridge.yaml"
+    secret.write_text("auth_token: x\n")
+    secret.chmod(mode)
+    check = doctor.check_secret_file(secret, "config file")
+    assert check.ok is ok
+    if not ok:
+        assert f"open to {who} (mode {mode:04o})" in check.detail and check.fix == f"chmod 600 {secret}"
+
+
+def test_a_token_file_that_is_not_a_regular_file_is_not_judged_by_its_mode() -> None:
+    assert doctor.check_secret_file(Path(os.devnull), "env file").ok
+
+
+def test_startup_refuses_an_open_token_file_and_warns_on_an_open_state_dir(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o755)
+    secret = tmp_path / "bridge.yaml"
+    secret.write_text("auth_token: x\n")
+    secret.chmod(0o644)
+    refusals, warnings = doctor.startup_problems(state, secret)
+    assert len(refusals) == 1 and refusals[0].startswith("refusing to start:") and "chmod 600" in refusals[0]
+    assert len(warnings) == 1 and "chmod 700" in warnings[0]
+    secret.chmod(0o600)
+    state.chmod(0o700)
+    assert doctor.startup_problems(state, secret) == ([], [])
+    assert doctor.startup_problems(tmp_path / "absent", None) == ([], [])  # the store creates it 0700

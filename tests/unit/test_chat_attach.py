@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -295,3 +296,35 @@ def test_events_url_quotes_ids_and_never_expands_them() -> None:
         == "http://h/base/extensions/iac-code/v1/threads/t%2F..%2Fx/runs/r%3Fy/events?rosInvocationId=ros%26z%3D1"
     )
     assert [REAL_DELAY(RetryPolicy(), n) for n in (1, 2, 5, 9)] == [0.5, 1, 8, 8]
+
+
+def test_chat_never_goes_through_proxy_variables(bridge: tuple[str, Plan], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy on loopback named by every proxy variable: chat's POST and reattach go to the bridge directly."""
+    proxy = socket.create_server(("127.0.0.1", 0))
+    proxied: list[int] = []
+
+    def refuse() -> None:  # close at once, so a proxied request fails fast instead of waiting
+        while True:
+            try:
+                connection, _ = proxy.accept()
+            except OSError:
+                return  # the test closed the listener
+            proxied.append(1)
+            connection.close()
+
+    accepter = threading.Thread(target=refuse, daemon=True)
+    accepter.start()
+    proxy_url = f"http://127.0.0.1:{proxy.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, proxy_url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    url, plan = bridge
+    try:
+        code, _out, err = chat(url, "--thread", THREAD, "hello")
+    finally:
+        proxy.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept (Linux)
+        proxy.close()
+        accepter.join(timeout=5)
+    assert code == 0, err
+    assert len(plan.gets) == 1 and not proxied

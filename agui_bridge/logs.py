@@ -44,10 +44,10 @@ def _spelled_any_way(*words: str) -> str:
 
 #: The per-run reattach credential wherever it is written as key and value: a URL's query
 #: (`?rosInvocationId=x&after=3`), a JSON member, `key=value`, a repr, the `Ros-Invocation-Id: x` header
-#: (docs/design.md#reattach). A quoted value is redacted up to its closing quote.
+#: (docs/design.md#reattach). A quoted value is redacted up to its closing quote (or the end of its line).
 _ROS_INVOCATION_ID = re.compile(
     r"(?i)(?P<head>" + _spelled_any_way("ros", "invocation", "id") + r"[\"']?\s*[:=]\s*)"
-    r"(?:(?P<quote>[\"'])(?:(?!(?P=quote)).)*(?P=quote)|[^\"'&;,)}\s]+)"
+    r"(?:(?P<quote>[\"'])(?:(?!(?P=quote)).)*(?P=quote)?|[^\"'&;,)}\s]+)"
 )
 
 

@@ -48,6 +48,7 @@ def test_secrets_are_scrubbed(text: str, secret: str) -> None:
         ("IacCodeProps(ros_invocation_id='ros secret-1', cwd='/w')", "cwd='/w'"),
         ("Ros-Invocation-Id: ros-secret-1", "Ros-Invocation-Id: "),
         ("ros-invocation-id=ros-secret-1", "ros-invocation-id="),
+        ('cut short: {"rosInvocationId": "ros secret-1\nnext line', "\nnext line"),  # no closing quote
     ],
 )
 def test_the_reattach_credential_is_redacted_wherever_it_is_written(text: str, kept: str) -> None:

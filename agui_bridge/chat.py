@@ -29,7 +29,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from agui_bridge import chat_attach as attaching
 from agui_bridge.chat_attach import DEFAULT_RETRIES, RetryPolicy, RunFollower, RunRef
-from agui_bridge.chat_output import BOLD, DIM, RED, YELLOW, EventView, Printer
+from agui_bridge.chat_output import BOLD, DIM, RED, YELLOW, EventView, Printer, escape_terminal
 from agui_bridge.chat_questions import answer_payload, expires_in, question_for
 from agui_bridge.chat_sse import ChatUsageError, describe_http_error
 
@@ -270,7 +270,7 @@ class ChatClient:
             return RunResult("success", [], EXIT_OK)
         if kind == "RUN_ERROR":
             code = str(event.get("code") or "RUN_ERROR")
-            self.printer.error(self.printer.style(f"error {code}: {event.get('message', '')}", RED))
+            self.printer.error(f"error {code}: {event.get('message', '')}", RED)
             return RunResult("error", [], EXIT_CANCELLED if code == "CANCELLED" else EXIT_RUN_ERROR)
         if not self.json_mode:
             self.view.event(kind, event)
@@ -279,6 +279,7 @@ class ChatClient:
     # ---- interrupts
 
     def _say(self, text: str, *codes: str) -> None:
+        text = escape_terminal(text)
         styled = self.printer.style(text, *codes) if self.prompt_out is self.printer.out else text
         self.prompt_out.write(styled + "\n")
         self.prompt_out.flush()
@@ -363,7 +364,7 @@ class ChatClient:
                 body["resume"] = answers
         except KeyboardInterrupt:
             return self._cancelled("interrupted")
-        self.printer.error(self.printer.style(f"thread {self.options.thread_id}", DIM))
+        self.printer.error(f"thread {self.options.thread_id}", DIM)
         return result.exit_code
 
     def _cancelled(self, why: str) -> int:
@@ -385,9 +386,9 @@ def run_chat(
     except ChatUsageError as exc:
         err.write(f"agui-bridge chat: {exc}\n")
         return EXIT_USAGE
-    import requests
+    from agui_bridge.outgoing import direct_session
 
-    with requests.Session() as http:
+    with direct_session() as http:
         client = ChatClient(options, http, stdin or sys.stdin, stdout or sys.stdout, err)
         try:
             return client.run()

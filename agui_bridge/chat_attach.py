@@ -1,7 +1,7 @@
 """Following one run across dropped connections, for `agui-bridge chat` (issue 15).
 
 A run outlives its connection: the bridge keeps it going for its reattach window and serves
-`GET extensions/iac-code/v1/threads/{threadId}/runs/{runId}/events?rosInvocationId=...` with
+`GET extensions/iac-code/v1/threads/{threadId}/runs/{runId}/events` (`Ros-Invocation-Id` header) with
 `Last-Event-ID: <n>` (README "Reattaching to a run"). The follower reads a run's stream; when the
 connection drops or the body ends before the terminal event, it says so on stderr, waits (bounded
 retries, doubling backoff, reset by any progress) and reattaches after the last id it has seen, and it
@@ -48,10 +48,24 @@ class RetryPolicy:
         return float(min(self.max_delay_s, self.first_delay_s * 2 ** max(0, attempt - 1)))
 
 
-def events_url(base_url: str, ref: RunRef) -> str:
-    """The reattach route for `ref` under the bridge's base URL (ids are path-quoted, nothing expanded)."""
+#: The run's credential goes in this header, out of every URL a server or proxy logs (README "Reattach").
+ROS_INVOCATION_ID_HEADER = "Ros-Invocation-Id"
+
+
+def events_url(base_url: str, ref: RunRef, *, ros_in_query: bool = False) -> str:
+    """The reattach route for `ref` under the bridge's base URL (ids are path-quoted, nothing expanded);
+    `ros_in_query` adds `?rosInvocationId=` for a bridge that predates the header."""
     path = f"extensions/iac-code/v1/threads/{quote(ref.thread_id, safe='')}/runs/{quote(ref.run_id, safe='')}/events"
-    return urljoin(base_url, path) + "?" + urlencode({"rosInvocationId": ref.ros_invocation_id})
+    url = urljoin(base_url, path)
+    return url + "?" + urlencode({"rosInvocationId": ref.ros_invocation_id}) if ros_in_query else url
+
+
+def _asks_for_ros_invocation_id(response: requests.Response) -> bool:
+    """A 400 naming `/rosInvocationId`: a bridge from before the header, which reads only the query."""
+    try:
+        return response.status_code == 400 and response.json()["error"]["field"] == "/rosInvocationId"
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 class RunFollower:
@@ -78,6 +92,7 @@ class RunFollower:
         self.last_id: int | None = None
         self.reattaches = 0
         self._unnumbered = 0
+        self._ros_in_query = False  # set once a bridge refused the header form
 
     def follow(self, first: requests.Response | None) -> Iterator[dict[str, Any]]:
         """`first` is the open POST answer, or None to attach to a run started elsewhere."""
@@ -140,15 +155,21 @@ class RunFollower:
         """An open reattach stream, or (None, why) when worth retrying; a final 4xx raises."""
         import requests
 
-        headers = {**self.headers(), "Accept": "text/event-stream"}
+        headers: dict[str, str | bytes] = {**self.headers(), "Accept": "text/event-stream"}
         headers.pop("Content-Type", None)
         if self.last_id is not None:
             headers["Last-Event-ID"] = str(self.last_id)
-        url = events_url(self.base_url, self.ref)
+        if not self._ros_in_query:
+            headers[ROS_INVOCATION_ID_HEADER] = self.ref.ros_invocation_id.encode("utf-8")  # the bridge reads UTF-8
+        url = events_url(self.base_url, self.ref, ros_in_query=self._ros_in_query)
         try:
             response = self.http.get(url, headers=headers, stream=True, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
         except requests.RequestException as exc:
             return None, f"cannot reach the bridge ({type(exc).__name__})"
+        if not self._ros_in_query and _asks_for_ros_invocation_id(response):
+            response.close()
+            self._ros_in_query = True
+            return self._attach()
         if response.status_code == 200:
             if self.last_id is not None or self.reattaches:
                 self.notify(f"reattached to run {self.ref.run_id} after event {self.last_id or 0}")

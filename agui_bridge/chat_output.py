@@ -1,12 +1,15 @@
 """Human output of `agui-bridge chat`: text as it arrives, compact lines for everything else.
 
 ANSI styles only on a tty. The view keeps the little state a terminal needs (tool names and argument
-deltas by call id) and never prints a token or anything the stream did not carry.
+deltas by call id) and never prints a token or anything the stream did not carry. Everything the network
+sent passes `escape_terminal` at the Printer, the one output boundary: a server cannot set the window
+title, clear the screen or move the cursor of the terminal `chat` runs in.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TextIO
 
 from agui_bridge.chat_sse import one_line
@@ -14,6 +17,24 @@ from agui_bridge.chat_sse import one_line
 PREVIEW_CHARS = 240
 
 DIM, BOLD, RED, GREEN, YELLOW, CYAN, RESET = "2", "1", "31", "32", "33", "36", "0"
+
+
+#: What a terminal acts on instead of showing: C0 controls but tab and line feed (CR rewrites the line, ESC
+#: starts CSI/OSC sequences), DEL, C1 (CSI, OSC, NEL as single code points), the Unicode line and paragraph
+#: separators and the bidirectional overrides (text that reads other than it is).
+_TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_terminal(text: str) -> str:
+    """Network text made inert for a terminal: each control character becomes its visible escape (`ESC` is
+    the four characters `\\x1b`); line feed and tab stay, as the text's own layout, and a CRLF line end
+    is a line feed."""
+    return _TERMINAL_CONTROL.sub(_visible, text.replace("\r\n", "\n"))
 
 
 def _one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
@@ -44,7 +65,7 @@ class Printer:
     def write(self, text: str, *codes: str) -> None:
         if not text:
             return
-        self.out.write(self.style(text, *codes))
+        self.out.write(self.style(escape_terminal(text), *codes))
         self.out.flush()
         self._at_line_start = text.endswith("\n")
 
@@ -56,9 +77,9 @@ class Printer:
         self.end_line()
         self.write(text + "\n", *codes)
 
-    def error(self, text: str) -> None:
+    def error(self, text: str, *codes: str) -> None:
         self.end_line()
-        self.err.write(text + "\n")
+        self.err.write(self.style(escape_terminal(text), *codes) + "\n")
         self.err.flush()
 
 

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 from collections.abc import MutableMapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agui_bridge.config import ConfigError, add_arguments, build_settings, describe, resolve, worker_environment
@@ -70,6 +71,8 @@ def serve(args: argparse.Namespace) -> int:
 
     resolved = resolve(args, os.environ)
     settings = build_settings(resolved, os.environ)
+    if not permissions_allow_start(settings.state_dir, resolved.secret_file):
+        return 2
     upstream_lost = threading.Event()
     managed: ManagedUpstream | None = None
     if settings.a2a_url is None:
@@ -97,6 +100,16 @@ def serve(args: argparse.Namespace) -> int:
 
             shutil.rmtree(created_metrics_dir, ignore_errors=True)
     return 1 if upstream_lost.is_set() else status
+
+
+def permissions_allow_start(state_dir: Path, secret_file: str | None) -> bool:
+    """doctor's permission checks before serving: a refusal or a warning is one line on stderr."""
+    from agui_bridge.doctor import startup_problems
+
+    refusals, warnings = startup_problems(state_dir, Path(secret_file) if secret_file else None)
+    for line in (*refusals, *warnings):
+        print(f"agui-bridge: {line}", file=sys.stderr)
+    return not refusals
 
 
 def _stop_for_lost_upstream(flag: threading.Event) -> None:
@@ -188,7 +201,8 @@ def doctor(args: argparse.Namespace) -> int:
     resolved = resolve(args, os.environ)
     # Not serving: the bind rule is reported as the auth-token check below instead of stopping here.
     settings = build_settings(resolved, os.environ, serving=False)
-    checks = run_checks(target_from(resolved.values, settings.state_dir))
+    secret_file = Path(resolved.secret_file) if resolved.secret_file else None
+    checks = run_checks(target_from(resolved.values, settings.state_dir, secret_file))
     print(render_json(checks) if args.json else render_text(checks))
     return 0 if all(check.ok for check in checks) else 1
 

@@ -214,6 +214,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class Resolved:
     values: dict[str, Any]
     sources: dict[str, str]  # "flag", "env IAC_CODE_AGUI_X", "yaml <path>", "default"
+    #: the --config file when it holds a token (used or overridden): its mode must keep it private
+    secret_file: str | None = None
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -244,7 +246,8 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Resolved:
                 raise ConfigError(option.error) from None
             sources[option.name] = source
             break
-    return Resolved(values, sources)
+    holds_secret = any(yaml_config.get(option.name) for option in OPTIONS if option.secret)
+    return Resolved(values, sources, config_path if holds_secret else None)
 
 
 def worker_environment(resolved: Resolved, environ: Mapping[str, str]) -> dict[str, str]:

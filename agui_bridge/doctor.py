@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agui_bridge.loopback import is_loopback_host
+from agui_bridge.outgoing import direct_session
 
 #: Room a state directory should keep: thread files are small, but a full disk fails closed.
 MIN_FREE_BYTES = 64 * 1024 * 1024
@@ -57,9 +58,11 @@ class Target:
     a2a_url: str | None
     a2a_token: str | None
     managed_a2a: str
+    #: the --config file when a token came from it (its mode is checked), else None
+    secret_file: Path | None = None
 
 
-def target_from(resolved: Mapping[str, Any], state_dir: Path) -> Target:
+def target_from(resolved: Mapping[str, Any], state_dir: Path, secret_file: Path | None = None) -> Target:
     roots = resolved["allowed_cwds"]
     return Target(
         host=str(resolved["host"]),
@@ -69,6 +72,7 @@ def target_from(resolved: Mapping[str, Any], state_dir: Path) -> Target:
         a2a_url=resolved["a2a_url"],
         a2a_token=resolved["a2a_token"],
         managed_a2a=str(resolved["managed_a2a"]),
+        secret_file=secret_file,
     )
 
 
@@ -80,17 +84,42 @@ def check_state_dir(path: Path) -> list[Check]:
     if not path.is_dir():
         what = "is not a directory" if path.exists() else "does not exist"
         return [Check("state-dir", False, f"{path} {what}", f"mkdir -m 700 -p {path} (as the service user)")]
-    checks = [Check("state-dir", True, f"{path} exists")]
+    checks = [Check("state-dir", True, f"{path} exists"), check_state_private(path)]
+    checks.append(_check_writable(path))
+    checks.append(_check_room(path))
+    return checks
+
+
+def check_state_private(path: Path) -> Check:
+    """Owned by this user and closed to group and others (0700). `serve` and wsgi.py warn with this
+    same check at start-up (docs/design.md#state-location)."""
     info = path.stat()
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077 or info.st_uid != os.getuid():
         owner = "" if info.st_uid == os.getuid() else f", owned by uid {info.st_uid} (not {os.getuid()})"
-        checks.append(Check("state-private", False, f"mode {mode:04o}{owner}", f"chown $USER {path}; chmod 700 {path}"))
-    else:
-        checks.append(Check("state-private", True, f"mode {mode:04o}, owned by this user"))
-    checks.append(_check_writable(path))
-    checks.append(_check_room(path))
-    return checks
+        return Check("state-private", False, f"{path}: mode {mode:04o}{owner}", f"chown $USER {path}; chmod 700 {path}")
+    return Check("state-private", True, f"mode {mode:04o}, owned by this user")
+
+
+def check_secret_file(path: Path, what: str) -> Check:
+    """A file holding a token must be closed to group and others, as ssh demands of a private key:
+    `serve` and the Apache entry point refuse to start with this same check (docs/design.md#state-location)."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return Check("secret-file", False, f"{what} {path}: {exc.strerror}", f"check {path}")
+    if not stat.S_ISREG(info.st_mode):
+        return Check("secret-file", True, f"{what} {path} is not a regular file")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        who = "others" if mode & 0o007 else "its group"
+        return Check(
+            "secret-file",
+            False,
+            f"{what} {path} holds a token and is open to {who} (mode {mode:04o})",
+            f"chmod 600 {path}",
+        )
+    return Check("secret-file", True, f"{what} {path}: mode {mode:04o}")
 
 
 def _check_writable(path: Path) -> Check:
@@ -119,6 +148,29 @@ def _check_room(path: Path) -> Check:
     if usage.free < MIN_FREE_BYTES or inodes < MIN_FREE_INODES:
         return Check("state-space", False, detail, f"free space on the file system of {path} (>= 64 MiB, 1000 inodes)")
     return Check("state-space", True, detail)
+
+
+def startup_problems(
+    state_dir: Path, secret_file: Path | None, what: str = "config file"
+) -> tuple[list[str], list[str]]:
+    """(refusals, warnings) for `serve`, wsgi.py and the Apache entry point: doctor's own checks, one line each.
+
+    A token file open to others is refused, as ssh refuses such a private key: the secret is exposed
+    now, and one chmod fixes it. A state directory open to others is a warning: the bridge creates its
+    files 0600 in 0700 directories, so a looser top directory shows file names, not contents, and
+    refusing would stop servers whose directory was made by hand or by a volume (docs/design.md#state-location).
+    """
+    refusals: list[str] = []
+    if secret_file is not None:
+        secret = check_secret_file(secret_file, what)
+        if not secret.ok:
+            refusals.append(f"refusing to start: {secret.detail}; fix: {secret.fix}")
+    warnings: list[str] = []
+    if state_dir.is_dir():  # absent: the store creates it 0700
+        private = check_state_private(state_dir)
+        if not private.ok:
+            warnings.append(f"warning: the state directory is open to others ({private.detail}); fix: {private.fix}")
+    return refusals, warnings
 
 
 # ------------------------------------------------------------------------------------------ settings
@@ -159,17 +211,16 @@ HttpPost = Callable[[str, Mapping[str, str], bytes], tuple[int, Mapping[str, str
 
 
 def _requests_get(url: str, headers: Mapping[str, str]) -> tuple[int, Mapping[str, str], bytes]:
-    import requests
-
-    response = requests.get(url, headers=dict(headers), timeout=PROBE_TIMEOUT_S, allow_redirects=False)
-    return response.status_code, response.headers, response.content[:65536]
+    """Never through a proxy from the environment: the A2A token goes to the kernel only."""
+    with direct_session() as session:
+        response = session.get(url, headers=dict(headers), timeout=PROBE_TIMEOUT_S, allow_redirects=False)
+        return response.status_code, response.headers, response.content[:65536]
 
 
 def _requests_post(url: str, headers: Mapping[str, str], body: bytes) -> tuple[int, Mapping[str, str], bytes]:
-    import requests
-
-    response = requests.post(url, headers=dict(headers), data=body, timeout=PROBE_TIMEOUT_S, allow_redirects=False)
-    return response.status_code, response.headers, response.content[:65536]
+    with direct_session() as session:
+        response = session.post(url, headers=dict(headers), data=body, timeout=PROBE_TIMEOUT_S, allow_redirects=False)
+        return response.status_code, response.headers, response.content[:65536]
 
 
 def check_upstream(
@@ -323,6 +374,8 @@ def run_checks(
     environ: Mapping[str, str] | None = None,
 ) -> list[Check]:
     checks = check_state_dir(target.state_dir)
+    if target.secret_file is not None:
+        checks.append(check_secret_file(target.secret_file, "config file"))
     checks.append(check_allowed_roots(target.allowed_cwds))
     checks.append(check_auth_token(target.host, target.auth_token))
     upstream, upstream_time = check_upstream(target.a2a_url, target.a2a_token, target.managed_a2a, get, post)

@@ -31,7 +31,35 @@ _PATTERNS = (
 REDACTED = "[REDACTED]"
 
 
+def _spelled_any_way(*words: str) -> str:
+    """`words` joined by an optional `-`/`_`, each letter in either case or as its %XX escape: a URL's
+    query (an access log's request line, a Referer) names `rosInvocationId` whichever way a client spelt it."""
+
+    def letter(char: str) -> str:
+        escapes = "|".join(sorted({f"%{ord(char.lower()):02x}", f"%{ord(char.upper()):02x}"}))
+        return f"(?:{re.escape(char)}|{escapes})"
+
+    return "(?:[-_]|%2d|%5f)?".join("".join(letter(c) for c in word) for word in words)
+
+
+#: The per-run reattach credential wherever it is written as key and value: a URL's query
+#: (`?rosInvocationId=x&after=3`), a JSON member, `key=value`, a repr, the `Ros-Invocation-Id: x` header
+#: (docs/design.md#reattach). A quoted value is redacted up to its closing quote (or the end of its line).
+_ROS_INVOCATION_ID = re.compile(
+    r"(?i)(?P<head>" + _spelled_any_way("ros", "invocation", "id") + r"[\"']?\s*[:=]\s*)"
+    r"(?:(?P<quote>[\"'])(?:(?!(?P=quote)).)*(?P=quote)?|[^\"'&;,)}\s]+)"
+)
+
+
+def _redact_ros(match: re.Match[str]) -> str:
+    quote = match.group("quote") or ""
+    return match.group("head") + quote + REDACTED + quote
+
+
 def redact(text: str) -> str:
+    # The reattach credential first: the generic patterns stop a value at a quote, comma or space only,
+    # so `access_token=a&rosInvocationId=b` is redacted as one value after this ran.
+    text = _ROS_INVOCATION_ID.sub(_redact_ros, text)
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text

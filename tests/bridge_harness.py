@@ -270,6 +270,7 @@ class WsgiHost(BridgeServer):
         run.mkdir(mode=0o755, exist_ok=True)
         modules = Path(apache_module_dir())
         site_packages = next(Path(sys.prefix).glob("lib/python3*/site-packages"))
+        daemon = pwd.getpwnam(APACHE_USER) if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
         lines = [
             f"ServerRoot {run}", "ServerName localhost", f"PidFile {run}/httpd.pid", f"ErrorLog {run}/error.log",
             "LogLevel warn", f"DefaultRuntimeDir {run}", f"Mutex file:{run} default",
@@ -280,6 +281,9 @@ class WsgiHost(BridgeServer):
             f"Define AGUI_BRIDGE_HOME {REPO_ROOT}", f"Define AGUI_BRIDGE_SITE_PACKAGES {site_packages}",
             f"Define AGUI_BRIDGE_PORT {self.port}", "Define AGUI_BRIDGE_PROCESSES 1",
             f"Define AGUI_BRIDGE_THREADS {HOST_THREADS}",
+            # The daemon's own account: nobody here (httpd's children too), the test's user when not root.
+            f"Define AGUI_BRIDGE_USER {daemon.pw_name}", f"Define AGUI_BRIDGE_GROUP #{daemon.pw_gid}",
+            f"Define AGUI_BRIDGE_ACCESS_LOG {run}/access.log",
             f"Include {REPO_ROOT}/deploy/apache/agui-bridge.conf",
         ]  # fmt: skip
         if os.geteuid() == 0:  # httpd refuses to serve as root: its children and the daemon become nobody

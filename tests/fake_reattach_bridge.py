@@ -88,9 +88,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path.startswith("/extensions/iac-code/v1/threads/") and url.path.endswith("/events"):
             parts = url.path.split("/")  # ['', extensions, iac-code, v1, threads, T, runs, R, events]
             thread_id, run_id = parts[5], parts[7]
-            ros = (parse_qs(url.query).get("rosInvocationId") or [None])[0]
+            # As the bridge: the Ros-Invocation-Id header wins over ?rosInvocationId=.
+            header = self.headers.get("Ros-Invocation-Id")
+            ros = header or (parse_qs(url.query).get("rosInvocationId") or [None])[0]
             last = self.headers.get("Last-Event-ID")
-            self.state.gets.append({"thread": thread_id, "run": run_id, "ros": ros, "last": last})
+            sent_in = "header" if header else "query"
+            self.state.gets.append({"thread": thread_id, "run": run_id, "ros": ros, "last": last, "in": sent_in})
             if self.state.runs.get(run_id) != (thread_id, ros):
                 self._json(404, {"error": {"code": "RUN_NOT_FOUND", "message": "No such run."}})
                 return

@@ -36,6 +36,7 @@ from agui_bridge.a2a.signals import A2AEvent, unwrap
 from agui_bridge.a2a.sse_parser import decode_data
 from agui_bridge.a2a.stream import A2AStream
 from agui_bridge.loopback import normalise_upstream_url
+from agui_bridge.outgoing import direct_session
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +67,9 @@ class A2AClient:
         self.base_url = normalise_upstream_url(base_url)  # loopback only, even for a hand-built Settings
         self._stream_timeout = (connect_timeout_s, read_timeout_s)
         self._call_timeout = (connect_timeout_s, call_timeout_s)
-        self._session = requests.Session()
         # No HTTP(S)_PROXY, no netrc, no CA bundle from the environment: prompts, tokens and cloud credentials
         # go to the loopback kernel and nowhere else. (No proxy option exists; the upstream is loopback.)
-        self._session.trust_env = False
+        self._session = direct_session()
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool_maxsize, max_retries=0)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)

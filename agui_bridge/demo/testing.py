@@ -18,6 +18,7 @@ from pathlib import Path
 import requests
 
 from agui_bridge.demo.server import TOKEN_ENV
+from agui_bridge.outgoing import direct_session
 
 READY_TIMEOUT_SECONDS = 20.0
 #: The directory holding the ``agui_bridge`` package, so the child imports this very checkout.
@@ -62,7 +63,9 @@ def running_demo_agent(token: str | None = None) -> Iterator[str]:
             if code is not None:
                 raise RuntimeError(f"The demo A2A agent exited during startup (exit code {code}).")
             try:
-                if requests.get(f"{base_url}health", timeout=0.5).status_code == 200:
+                with direct_session() as session:
+                    healthy = session.get(f"{base_url}health", timeout=0.5).status_code == 200
+                if healthy:
                     break
             except requests.RequestException:
                 pass

@@ -35,8 +35,8 @@ from agui_bridge.state.replay import (
     OwnerLiveness,
     ReaderMarker,
     RecordReader,
+    existing_record_paths,
     read_tombstone,
-    record_paths,
     ros_digest,
     seal_orphan,
 )
@@ -104,7 +104,7 @@ def open_reattach(
         or len(ros_invocation_id) > limits.MAX_ROS_INVOCATION_ID_CHARS
     ):
         raise RunNotFound()  # POST / never admits such ids
-    record, tombstone, readers_dir = record_paths(settings.state_dir, thread_id, run_id)
+    record, tombstone, readers_dir = existing_record_paths(settings.state_dir, thread_id, run_id)
     probe = probe_head(record)
     try:
         buried = read_tombstone(tombstone)

@@ -25,8 +25,15 @@ MAX_HEADER_BYTES = 4096
 
 
 def record_name(thread_id: str, run_id: str) -> str:
-    """A fixed-length file name for a run: no client text reaches the file system."""
-    return hashlib.sha256(f"{thread_id}\x00{run_id}".encode()).hexdigest()
+    """A fixed-length file name for a run: no client text reaches the file system. The pair is hashed as a
+    JSON array, so no two pairs share a name (`("a\\0b", "c")` and `("a", "b\\0c")` did when joined by NUL)."""
+    return hashlib.sha256(json.dumps([thread_id, run_id]).encode("ascii")).hexdigest()
+
+
+def legacy_record_name(thread_id: str, run_id: str) -> str:
+    """The name before record_name hashed a JSON array: records written by an older release (kept at most
+    --reattach-retention after they end, then swept like any other) are still found by their runs."""
+    return hashlib.sha256(f"{thread_id}\x00{run_id}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def ros_digest(ros_invocation_id: str) -> str:
@@ -48,12 +55,27 @@ def ensure_replay_dir(state_dir: Path) -> Path:
 
 def record_paths(state_dir: Path, thread_id: str, run_id: str) -> tuple[Path, Path, Path]:
     """(record, tombstone, readers directory) of a run."""
-    base = replay_dir(state_dir) / record_name(thread_id, run_id)
+    return _paths(replay_dir(state_dir) / record_name(thread_id, run_id))
+
+
+def _paths(base: Path) -> tuple[Path, Path, Path]:
     return (
         base.with_name(base.name + RECORD_SUFFIX),
         base.with_name(base.name + TOMBSTONE_SUFFIX),
         base.with_name(base.name + READERS_SUFFIX),
     )
+
+
+def existing_record_paths(state_dir: Path, thread_id: str, run_id: str) -> tuple[Path, Path, Path]:
+    """A reader's `record_paths`: the record (or tombstone) under its current name, else one an older
+    release wrote under the legacy name, else the current name (nothing there). The header check that
+    follows still compares threadId and runId, so a legacy name shared by two runs finds neither's
+    record for the other."""
+    current = record_paths(state_dir, thread_id, run_id)
+    if current[0].exists() or current[1].exists():
+        return current
+    legacy = _paths(replay_dir(state_dir) / legacy_record_name(thread_id, run_id))
+    return legacy if legacy[0].exists() or legacy[1].exists() else current
 
 
 @dataclass(frozen=True)

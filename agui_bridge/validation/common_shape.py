@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agui_bridge.validation.addressable import run_id_problem, thread_id_problem
 from agui_bridge.validation.results import ROS_INVOCATION_ID_MAX, IacCodeProps, RunInput
 
 __all__ = ["accept_common_shape"]
@@ -70,6 +71,8 @@ def accept_common_shape(raw: object) -> RunInput | None:
     thread_id, run_id, messages = raw["threadId"], raw["runId"], raw["messages"]
     if type(thread_id) is not str or type(run_id) is not str:
         return None
+    if thread_id_problem(thread_id) is not None or run_id_problem(run_id) is not None:
+        return None  # the schemas refuse it, with their pointer
     parent_run_id = raw.get("parentRunId")
     if not _optional_string(parent_run_id) or not _optional_string(raw.get("protocolVersion")):
         return None

@@ -17,6 +17,7 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load
 from agui_bridge import limits
 from agui_bridge.errors import InvalidInput
 from agui_bridge.message_keys import MessageKey as K
+from agui_bridge.validation.addressable import thread_id_problem
 from agui_bridge.validation.field_errors import first_error, rule
 
 __all__ = ["CANCEL_BODY", "STATUS_BODY", "CancelRequest", "StatusRequest", "load_extension_body"]
@@ -33,30 +34,38 @@ class StatusRequest:
     ros_invocation_id: str
 
 
-def _id_rules(missing: str, max_chars: int | None) -> Callable[[str], None]:
+def _id_rules(missing: str, max_chars: int | None, addressable: bool) -> Callable[[str], None]:
     """Non-empty; then, with a cap, at most `max_chars` characters and encodable as UTF-8 (no lone
-    surrogate, which no state file can hold)."""
+    surrogate, which no state file can hold); then, for a threadId, one `POST /` admits (no control
+    character, no leading `/`: validation.addressable)."""
 
     def check(value: str) -> None:
         if not value:
             raise ValidationError([rule(missing)])
-        if max_chars is None:
-            return
-        if len(value) > max_chars:
-            raise ValidationError([rule(K.FIELD_LENGTH, min=1, max=max_chars)])
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValidationError([rule(K.FIELD_INVALID)]) from None
+        if max_chars is not None:
+            if len(value) > max_chars:
+                raise ValidationError([rule(K.FIELD_LENGTH, min=1, max=max_chars)])
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValidationError([rule(K.FIELD_INVALID)]) from None
+        problem = thread_id_problem(value) if addressable else None
+        if problem is not None:
+            raise ValidationError([rule(problem)])
 
     return check
 
 
-def required_id(wire_name: str, missing: str, max_chars: int | None = None) -> fields.String:
+def required_id(
+    wire_name: str, missing: str, max_chars: int | None = None, *, addressable: bool = False
+) -> fields.String:
     """A required non-empty string id; absent, null, not a string or empty all answer `missing`."""
     errors: dict[str, Any] = {name: [rule(missing)] for name in ("required", "null", "invalid")}
     return fields.String(
-        data_key=wire_name, required=True, validate=_id_rules(missing, max_chars), error_messages=errors
+        data_key=wire_name,
+        required=True,
+        validate=_id_rules(missing, max_chars, addressable),
+        error_messages=errors,
     )
 
 
@@ -64,7 +73,7 @@ class CancelBodySchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
-    thread_id = required_id("threadId", K.CANCEL_FIELDS_REQUIRED, limits.MAX_ID_CHARS)
+    thread_id = required_id("threadId", K.CANCEL_FIELDS_REQUIRED, limits.MAX_ID_CHARS, addressable=True)
     ros_invocation_id = required_id("rosInvocationId", K.CANCEL_FIELDS_REQUIRED, limits.MAX_ROS_INVOCATION_ID_CHARS)
 
     @post_load

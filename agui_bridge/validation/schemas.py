@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Final
 from marshmallow import fields, post_load
 
 from agui_bridge.message_keys import MessageKey as K
+from agui_bridge.validation.addressable import run_id_problem, thread_id_problem
 from agui_bridge.validation.field_errors import rule
 from agui_bridge.validation.results import (
     CANDIDATE_PRESENTATIONS,
@@ -40,6 +41,7 @@ from agui_bridge.validation.strict import (
     StringMap,
     Tagged,
     TextOrParts,
+    addressable,
     any_json,
     array,
     boolean,
@@ -225,8 +227,8 @@ class EnvelopeSchema(AliasedSchema):
     present, they must have their type.
     """
 
-    thread_id = string(data_key="threadId", required=True)
-    run_id = string(data_key="runId", required=True)
+    thread_id = string(data_key="threadId", required=True, validate=addressable(thread_id_problem))
+    run_id = string(data_key="runId", required=True, validate=addressable(run_id_problem))
     parent_run_id = string(data_key="parentRunId", allow_none=True)
     protocol_version = string(data_key="protocolVersion", allow_none=True)
     # AG-UI 1.0 (basic/run-input): an absent `tools`/`context` is an empty one, an absent `state` is `{}`.

@@ -170,6 +170,17 @@ def length(low: int, high: int) -> Callable[[Any], None]:
     return check
 
 
+def addressable(problem_of: Callable[[str], str | None]) -> Callable[[Any], None]:
+    """A threadId/runId the reattach and extension URLs can address (validation.addressable)."""
+
+    def check(value: Any) -> None:
+        problem = problem_of(value) if isinstance(value, str) else None
+        if problem is not None:
+            raise ValidationError([rule(problem)])
+
+    return check
+
+
 def positive(value: Any) -> None:
     if value <= 0:
         raise ValidationError([rule(K.FIELD_POSITIVE)])

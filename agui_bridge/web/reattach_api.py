@@ -1,17 +1,20 @@
 """`GET /extensions/iac-code/v1/threads/<threadId>/runs/<runId>/events`: reattach to a run (issue 15).
 
-Same bearer as `POST /` (the app's guard). `rosInvocationId` is a query parameter; the cursor is
-`Last-Event-ID` or `?after=`. Refusals are JSON envelopes before the stream (docs/design.md#reattach).
+Same bearer as `POST /` (the app's guard). `rosInvocationId` is the `Ros-Invocation-Id` header (wins) or a
+query parameter, for clients that cannot set headers; the cursor is `Last-Event-ID` or `?after=`. Refusals are
+JSON envelopes before the stream (docs/design.md#reattach).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 from flask import Blueprint, Response, request
 
 from agui_bridge.runs.reattach import Reattach, follow, open_reattach, parse_cursor
 from agui_bridge.service import bound_client_socket, release_client_socket
+from agui_bridge.validation.addressable import check_addressable_ids
 from agui_bridge.web.context import get_service
 from agui_bridge.web.http_errors import request_language
 from agui_bridge.wire.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
@@ -19,11 +22,26 @@ from agui_bridge.wire.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
 bp = Blueprint("iac_code_reattach", __name__)
 
 REATTACH_PATH = "/extensions/iac-code/v1/threads/<path:thread_id>/runs/<run_id>/events"
+#: The run's credential as a header keeps it out of every URL a server or proxy logs (docs/design.md#reattach).
+ROS_INVOCATION_ID_HEADER = "Ros-Invocation-Id"
 
 
-def ros_invocation_id_of_request() -> str | None:
-    """The run's credential as the client sent it: the one place that knows where it travels."""
-    return request.args.get("rosInvocationId")
+class _Lookup(Protocol):
+    """Request headers or query arguments (werkzeug's or a plain dict)."""
+
+    def get(self, key: str) -> str | None: ...
+
+
+def ros_invocation_id_from(headers: _Lookup, args: _Lookup) -> str | None:
+    """The header when it is set and non-empty, else `?rosInvocationId=`. WSGI hands header bytes over as
+    Latin-1: a value that is valid UTF-8 is read as UTF-8, as the query form's percent-encoding is."""
+    header = headers.get(ROS_INVOCATION_ID_HEADER)
+    if header:
+        try:
+            return header.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            return header
+    return args.get("rosInvocationId")
 
 
 @bp.get(REATTACH_PATH)
@@ -32,7 +50,8 @@ def reattach_view(thread_id: str, run_id: str) -> Response:
     settings = service.settings
     language = request_language(settings.default_language)
     cursor = parse_cursor(request.headers.get("Last-Event-ID"), request.args.get("after"))
-    attach = open_reattach(settings, thread_id, run_id, ros_invocation_id_of_request(), cursor)
+    check_addressable_ids(threadId=thread_id, runId=run_id)  # POST / admits no other: 400, not 404
+    attach = open_reattach(settings, thread_id, run_id, ros_invocation_id_from(request.headers, request.args), cursor)
     try:
         release_slot = service.admit_follower()  # 503 + Retry-After past the stream cap
     except BaseException:

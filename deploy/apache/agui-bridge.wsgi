@@ -12,20 +12,42 @@ ENV_FILE = os.environ.get("AGUI_BRIDGE_ENV_FILE", "/etc/agui-bridge/agui-bridge.
 NAMES = ("IAC_CODE_AGUI_", "IACCODE_A2A_ALLOWED_CWDS", "IAC_CODE_CONFIG_DIR")
 
 
-def load_env_file(path: str) -> None:
+SECRETS = ("IAC_CODE_AGUI_AUTH_TOKEN", "IAC_CODE_AGUI_A2A_TOKEN")
+
+
+def load_env_file(path: str) -> bool:
+    """Take the bridge's variables from `path`; True if the file holds a token."""
     try:
         handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below
     except FileNotFoundError:
-        return
+        return False
+    holds_secret = False
     with handle:
         for line in handle:
             key, sep, value = line.strip().partition("=")
             if sep and not key.startswith("#") and key.startswith(NAMES):
                 os.environ.setdefault(key.strip(), value.strip())
+                holds_secret = holds_secret or (key.strip() in SECRETS and bool(value.strip()))
+    return holds_secret
 
 
-load_env_file(ENV_FILE)
+HOLDS_SECRET = load_env_file(ENV_FILE)
+
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 from agui_bridge import create_app  # noqa: E402 - after the environment is complete
+from agui_bridge.doctor import startup_problems  # noqa: E402
+from agui_bridge.settings import settings_from_env  # noqa: E402
 
-application = create_app()
+settings = settings_from_env(os.environ)
+# doctor's permission checks: an env file with a token that others can read stops the app (one line in
+# the error log; mod_wsgi then answers 500), a state directory open to others is a warning.
+refusals, warnings = startup_problems(settings.state_dir, Path(ENV_FILE) if HOLDS_SECRET else None, "env file")
+for line in (*refusals, *warnings):
+    sys.stderr.write(f"agui-bridge: {line}\n")
+sys.stderr.flush()
+if refusals:
+    raise SystemExit(3)
+
+application = create_app(settings)

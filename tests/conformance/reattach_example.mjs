@@ -37,8 +37,8 @@ async function* sseEvents(response) {
 export async function* reattach({ baseUrl, token, threadId, runId, rosInvocationId, lastId = 0 }) {
   const path = `extensions/iac-code/v1/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/events`;
   const url = new URL(path, baseUrl);
-  url.searchParams.set("rosInvocationId", rosInvocationId);
-  const headers = { Accept: "text/event-stream", Authorization: `Bearer ${token}` };
+  // The run's credential in a header, where no access log writes it (?rosInvocationId= also works).
+  const headers = { Accept: "text/event-stream", Authorization: `Bearer ${token}`, "Ros-Invocation-Id": rosInvocationId };
   if (lastId > 0) headers["Last-Event-ID"] = String(lastId);
   const response = await fetch(url, { headers });
   if (!response.ok) throw new Error(`reattach: HTTP ${response.status} ${await response.text()}`);

@@ -45,6 +45,7 @@ def test_console_reattaches_after_a_network_error(driver: Any, tmp_path: Path) -
         wait_for(lambda: css(driver, "#connection[data-state='idle']"), what="the stream to close")
         [get] = fake.gets
         assert get["last"] == "5" and get["ros"] and get["ros"].startswith("console-")
+        assert get["in"] == "header"  # the run's credential stays out of the URL
         shoot(driver, "console-reattach-after-network-error")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -151,3 +152,89 @@ def test_printer_uses_ansi_only_when_asked() -> None:
     chat.Printer(colored, io.StringIO(), color=True).write("x", "2")
     assert plain.getvalue() == "x"
     assert colored.getvalue() == "\x1b[2mx\x1b[0m"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain text", "plain text"),
+        ("line one\nline two\tcolumn", "line one\nline two\tcolumn"),  # layout stays
+        ("windows line\r\nend", "windows line\nend"),
+        ("\x1b]0;owned\x07title", "\\x1b]0;owned\\x07title"),  # OSC window title
+        ("\x1b[2Jcleared", "\\x1b[2Jcleared"),  # CSI erase display
+        ("over\rwrite", "over\\x0dwrite"),
+        ("\x00nul\x7fdel", "\\x00nul\\x7fdel"),
+        ("\x9b2J\x9d0;t\x9c\x85", "\\x9b2J\\x9d0;t\\x9c\\x85"),  # C1 CSI, OSC, ST, NEL
+        ("a\u2028b\u202eevil\u2066", "a\\u2028b\\u202eevil\\u2066"),
+        ("naïve — 日本語 🙂", "naïve — 日本語 🙂"),
+    ],
+)
+def test_escape_terminal_keeps_text_and_layout_and_shows_control_characters(text: str, shown: str) -> None:
+    assert chat.escape_terminal(text) == shown
+
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\x9b31m"
+CONTROL_BYTES = ("\x1b", "\x07", "\x9b")
+
+
+def client_for(*argv: str, stdin: str = "") -> tuple[chat.ChatClient, io.StringIO, io.StringIO]:
+    args = build_parser().parse_args(["chat", "--url", "http://127.0.0.1:9/", "--cwd", "/tmp", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    client = chat.ChatClient(options_from_args(args, {}), None, io.StringIO(stdin), out, err)  # type: ignore[arg-type]
+    return client, out, err
+
+
+def test_everything_chat_prints_from_the_network_is_escaped() -> None:
+    client, out, err = client_for("hi")
+    events: list[dict[str, Any]] = [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": HOSTILE},
+        {"type": "REASONING_MESSAGE_CONTENT", "messageId": "r", "delta": HOSTILE},
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": HOSTILE},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": json.dumps({"path": HOSTILE})},
+        {"type": "TOOL_CALL_END", "toolCallId": "c"},
+        {"type": "TOOL_CALL_RESULT", "toolCallId": "c", "messageId": "t", "content": HOSTILE},
+        {"type": "STEP_STARTED", "stepName": HOSTILE},
+        {"type": "CUSTOM", "name": "iac-code.artifact.v1", "value": {"name": HOSTILE, "parts": [{"url": HOSTILE}]}},
+        {"type": "CUSTOM", "name": "iac-code.tool-progress.v1", "value": {"name": HOSTILE, "status": HOSTILE}},
+        {"type": "RUN_ERROR", "code": HOSTILE, "message": HOSTILE},
+    ]
+    for event in events:
+        client._on_event(event)
+    printed = out.getvalue() + err.getvalue()
+    assert not any(byte in printed for byte in CONTROL_BYTES), printed
+    assert printed.count("\\x1b]0;owned\\x07") >= len(events)
+
+
+def test_interrupt_prompts_from_the_network_are_escaped() -> None:
+    hostile = build_interrupt(
+        {
+            "kind": "ask_user_question",
+            "inputId": "q-1",
+            "title": HOSTILE,
+            "prompt": HOSTILE,
+            "options": [{"id": "a", "label": HOSTILE}],
+        },
+        "2026-01-01T00:09:00.000Z",
+    )
+    client, out, _err = client_for("hi", stdin="1\n")
+    assert client.ask([hostile]) is not None
+    assert not any(byte in out.getvalue() for byte in CONTROL_BYTES), out.getvalue()
+    assert "\\x1b[2J" in out.getvalue()
+
+
+def test_json_mode_prints_the_event_json_unchanged() -> None:
+    client, out, _err = client_for("--json", "hi")
+    event = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": HOSTILE}
+    client._consume(ListFollower([event, {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}]), None)
+    first = out.getvalue().splitlines()[0]
+    assert first == json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+
+
+class ListFollower:
+    """Stands in for RunFollower in `_consume`: the events of a run, already decoded."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events = events
+
+    def follow(self, _first: object) -> Any:
+        return iter(self.events)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class Plan:
     terminal: dict[str, Any] | None = None
     gets: list[dict[str, str | None]] = field(default_factory=list)
     run_id: str = ""
+    query_only: bool = False  # a bridge from before the Ros-Invocation-Id header
 
 
 class FakeBridge(BaseHTTPRequestHandler):
@@ -100,16 +102,28 @@ class FakeBridge(BaseHTTPRequestHandler):
         plan = self.plan
         url = urlsplit(self.path)
         query = parse_qs(url.query)
+        header = None if plan.query_only else self.headers.get("Ros-Invocation-Id")
+        ros = header or (query.get("rosInvocationId") or [None])[0]
         plan.gets.append(
             {
                 "path": url.path,
-                "ros": (query.get("rosInvocationId") or [None])[0],
+                "ros": ros,
+                "in": "header" if header else "query",
                 "last": self.headers.get("Last-Event-ID"),
                 "auth": self.headers.get("Authorization"),
             }
         )
         run_id = url.path.split("/")[-2]
-        if plan.attach_status != 200 or query.get("rosInvocationId") != [ROS]:
+        if ros is None:  # as the bridge answers a reattach without rosInvocationId
+            error = {"code": "INVALID_INPUT", "message": "rosInvocationId is required.", "field": "/rosInvocationId"}
+            payload = json.dumps({"error": error}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        if plan.attach_status != 200 or ros != ROS:
             status = plan.attach_status if plan.attach_status != 200 else 404
             payload = json.dumps({"error": {"code": "RUN_NOT_FOUND", "message": "No such run."}}).encode()
             self.send_response(status)
@@ -172,6 +186,17 @@ def test_a_cut_stream_is_reattached_and_continues_without_duplicates(
     [get] = plan.gets
     assert get["last"] == "5" and get["ros"] == ROS and get["auth"] == f"Bearer {TOKEN}"
     assert get["path"] == f"/extensions/iac-code/v1/threads/{THREAD}/runs/{plan.run_id}/events"
+    assert get["in"] == "header"  # the run's credential stays out of the URL
+
+
+def test_a_bridge_without_the_header_form_gets_the_query_form(bridge: tuple[str, Plan]) -> None:
+    url, plan = bridge
+    plan.query_only = True
+    code, out, err = chat(url, "--thread", THREAD, "hello")
+    assert code == 0, err
+    assert out.replace("\n", "").count("w0 w1 w2 w3 w4 w5 w6 w7") == 1
+    refused, accepted = plan.gets
+    assert refused["ros"] is None and (accepted["ros"], accepted["in"]) == (ROS, "query")
 
 
 def test_json_mode_prints_each_event_once_in_order(bridge: tuple[str, Plan]) -> None:
@@ -263,8 +288,43 @@ def test_the_id_parser_keeps_ids_across_split_chunks_and_line_ends() -> None:
 
 
 def test_events_url_quotes_ids_and_never_expands_them() -> None:
-    url = events_url("http://h/base/", RunRef("t/../x", "r?y", "ros&z=1"))
+    ref = RunRef("t/../x", "r?y", "ros&z=1")
+    url = events_url("http://h/base/", ref)
+    assert url == "http://h/base/extensions/iac-code/v1/threads/t%2F..%2Fx/runs/r%3Fy/events"  # no credential
     assert (
-        url == "http://h/base/extensions/iac-code/v1/threads/t%2F..%2Fx/runs/r%3Fy/events?rosInvocationId=ros%26z%3D1"
+        events_url("http://h/base/", ref, ros_in_query=True)
+        == "http://h/base/extensions/iac-code/v1/threads/t%2F..%2Fx/runs/r%3Fy/events?rosInvocationId=ros%26z%3D1"
     )
     assert [REAL_DELAY(RetryPolicy(), n) for n in (1, 2, 5, 9)] == [0.5, 1, 8, 8]
+
+
+def test_chat_never_goes_through_proxy_variables(bridge: tuple[str, Plan], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy on loopback named by every proxy variable: chat's POST and reattach go to the bridge directly."""
+    proxy = socket.create_server(("127.0.0.1", 0))
+    proxied: list[int] = []
+
+    def refuse() -> None:  # close at once, so a proxied request fails fast instead of waiting
+        while True:
+            try:
+                connection, _ = proxy.accept()
+            except OSError:
+                return  # the test closed the listener
+            proxied.append(1)
+            connection.close()
+
+    accepter = threading.Thread(target=refuse, daemon=True)
+    accepter.start()
+    proxy_url = f"http://127.0.0.1:{proxy.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, proxy_url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    url, plan = bridge
+    try:
+        code, _out, err = chat(url, "--thread", THREAD, "hello")
+    finally:
+        proxy.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept (Linux)
+        proxy.close()
+        accepter.join(timeout=5)
+    assert code == 0, err
+    assert len(plan.gets) == 1 and not proxied

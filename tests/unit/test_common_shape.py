@@ -40,7 +40,8 @@ def by_schemas(raw: dict[str, Any]) -> RunInput | InvalidInput:
 
 VALUES = st.sampled_from(
     [None, "", "x", "user", "assistant", "/tmp", 0, 1, 2, 1.0, True, False, [], {}, ["x"], {"a": 1},
-     [{"id": "m", "role": "user", "content": "c"}], "r" * ROS_INVOCATION_ID_MAX, "r" * (ROS_INVOCATION_ID_MAX + 1)]
+     [{"id": "m", "role": "user", "content": "c"}], "r" * ROS_INVOCATION_ID_MAX, "r" * (ROS_INVOCATION_ID_MAX + 1),
+     "a/b", "a\x00b", "a\x85b"]
 )  # fmt: skip
 KEYS = st.sampled_from(
     ["threadId", "runId", "parentRunId", "protocolVersion", "state", "messages", "tools", "context",

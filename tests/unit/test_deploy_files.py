@@ -330,6 +330,53 @@ def test_nginx_upstream_keepalive_closes_before_gunicorn(
     assert duration_s(timeout[0]) < keepalive
 
 
+#: nginx variables that carry a URL's query string, where a client that cannot set headers puts the reattach
+#: credential (`?rosInvocationId=`); the console's page URL holds it too, so the Referer does.
+NGINX_QUERY_VARIABLES = ("$request", "$request_uri", "$args", "$query_string", "$is_args", "$arg_", "$http_referer")
+
+
+def test_nginx_access_log_keeps_query_strings_out(nginx: list[list[str]]) -> None:
+    formats = {words[1]: "".join(words[2:]) for words in nginx if words[0] == "log_format"}
+    logs = [values for values in nginx_values(nginx, "access_log") if values != ["off"]]
+    assert logs, "the site must name its access log and its format"
+    for values in logs:
+        assert len(values) >= 2 and values[1] in formats, f"access_log {values} must use the site's own format"
+        text = formats[values[1]]
+        assert "$uri" in text
+        # `$request` would also match `$request_method`: compare variable names whole.
+        variables = re.findall(r"\$[a-z_]+", text)
+        assert not [v for v in variables if v in NGINX_QUERY_VARIABLES or v.startswith("$arg_")], text
+
+
+# ---------------------------------------------------------------- Apache httpd
+
+
+@pytest.fixture(scope="module")
+def apache_site() -> str:
+    return (DEPLOY / "apache" / "agui-bridge.conf").read_text(encoding="utf-8").replace("\\\n", " ")
+
+
+def test_apache_access_log_keeps_query_strings_out(apache_site: str) -> None:
+    formats = dict(re.findall(r'^\s*LogFormat\s+"((?:[^"\\]|\\.)*)"\s+(\S+)', apache_site, re.M))
+    formats = {name: text for text, name in formats.items()}
+    logs = re.findall(r"^\s*CustomLog\s+\S+\s+(\S+)", apache_site, re.M)
+    assert logs, "the site must name its access log and its format"
+    for name in logs:
+        text = formats[name]
+        assert "%U" in text
+        for directive in ("%r", "%q", "%{Referer}i"):
+            assert directive not in text, f"{directive} writes the query string: {text}"
+
+
+def test_apache_daemon_runs_as_its_own_account(apache_site: str) -> None:
+    (daemon,) = re.findall(r"^\s*WSGIDaemonProcess\s+(.*)$", apache_site, re.M)
+    options = dict(word.split("=", 1) for word in daemon.split() if "=" in word)
+    assert options.get("user") == "${AGUI_BRIDGE_USER}" and options.get("group") == "${AGUI_BRIDGE_GROUP}"
+    defaults = dict(re.findall(r"^\s*Define\s+(AGUI_BRIDGE_(?:USER|GROUP))\s+(\S+)", apache_site, re.M))
+    assert defaults == {"AGUI_BRIDGE_USER": "agui-bridge", "AGUI_BRIDGE_GROUP": "agui-bridge"}
+    assert "www-data" not in apache_site.replace("never as the web server's shared user (www-data)", "")
+
+
 # ---------------------------------------------------------------- compose
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,87 @@ def test_tracing_otlp_without_the_extra_fails(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if "otlp" in name else real(name, *a))
     check = doctor.check_tracing({"OTEL_TRACES_EXPORTER": "otlp"})
     assert not check.ok and "agui-bridge[otlp]" in check.fix
+
+
+# ------------------------------------------------------------------------------------- proxy variables
+
+
+@pytest.fixture
+def proxy_listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
+    """A loopback listener every proxy variable points at: a connection to it is a token sent to a proxy."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with listener:
+        yield listener
+
+
+def connections_to(listener: socket.socket) -> int:
+    """How many connections wait in the listener's backlog (non-blocking: no wait, no sleep)."""
+    listener.setblocking(False)
+    count = 0
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except BlockingIOError:
+            return count
+        connection.close()
+        count += 1
+
+
+def test_doctor_calls_never_go_through_proxy_variables(
+    private_dir: Path, demo_url: str, demo_token: str, proxy_listener: socket.socket
+) -> None:
+    checks = by_name(doctor.run_checks(target(private_dir, a2a_url=demo_url, a2a_token=demo_token)))
+    assert checks["upstream-health"].ok and checks["upstream-a2a"].ok, checks
+    assert connections_to(proxy_listener) == 0
+
+
+def test_every_outgoing_session_ignores_the_environment() -> None:
+    from agui_bridge.outgoing import direct_session
+
+    with direct_session() as session:
+        assert session.trust_env is False
+
+
+# ------------------------------------------------------------------------------------ secret files
+
+
+@pytest.mark.parametrize(
+    ("mode", "ok", "who"),
+    [(0o600, True, ""), (0o400, True, ""), (0o640, False, "its group"), (0o644, False, "others"),
+     (0o604, False, "others"), (0o660, False, "its group")],
+)  # fmt: skip
+def test_a_file_holding_a_token_must_be_closed_to_group_and_others(
+    tmp_path: Path, mode: int, ok: bool, who: str
+) -> None:
+    secret = tmp_path / "bridge.yaml"
+    secret.write_text("auth_token: x\n")
+    secret.chmod(mode)
+    check = doctor.check_secret_file(secret, "config file")
+    assert check.ok is ok
+    if not ok:
+        assert f"open to {who} (mode {mode:04o})" in check.detail and check.fix == f"chmod 600 {secret}"
+
+
+def test_a_token_file_that_is_not_a_regular_file_is_not_judged_by_its_mode() -> None:
+    assert doctor.check_secret_file(Path(os.devnull), "env file").ok
+
+
+def test_startup_refuses_an_open_token_file_and_warns_on_an_open_state_dir(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o755)
+    secret = tmp_path / "bridge.yaml"
+    secret.write_text("auth_token: x\n")
+    secret.chmod(0o644)
+    refusals, warnings = doctor.startup_problems(state, secret)
+    assert len(refusals) == 1 and refusals[0].startswith("refusing to start:") and "chmod 600" in refusals[0]
+    assert len(warnings) == 1 and "chmod 700" in warnings[0]
+    secret.chmod(0o600)
+    state.chmod(0o700)
+    assert doctor.startup_problems(state, secret) == ([], [])
+    assert doctor.startup_problems(tmp_path / "absent", None) == ([], [])  # the store creates it 0700

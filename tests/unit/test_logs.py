@@ -36,6 +36,26 @@ def test_secrets_are_scrubbed(text: str, secret: str) -> None:
     assert secret not in scrubbed and REDACTED in scrubbed
 
 
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ('"GET /x/events?rosInvocationId=ros-secret-1&after=3 HTTP/1.1" 200', "&after=3 HTTP/1.1"),
+        ('"GET /x/events?after=3&rosInvocationId=ros-secret-1 HTTP/1.1" 200', "?after=3&rosInvocationId="),
+        ("GET /x?ros%49nvocation%69d=ros-secret-1&a=1", "&a=1"),
+        ("GET /x?ROSINVOCATIONID=ros-secret-1", "GET /x?"),
+        ("GET /x?access_token=tok&rosInvocationId=ros-secret-1", "GET /x?"),
+        ('{"rosInvocationId": "ros secret-1", "cwd": "/w"}', '"cwd": "/w"'),
+        ("IacCodeProps(ros_invocation_id='ros secret-1', cwd='/w')", "cwd='/w'"),
+        ("Ros-Invocation-Id: ros-secret-1", "Ros-Invocation-Id: "),
+        ("ros-invocation-id=ros-secret-1", "ros-invocation-id="),
+        ('cut short: {"rosInvocationId": "ros secret-1\nnext line', "\nnext line"),  # no closing quote
+    ],
+)
+def test_the_reattach_credential_is_redacted_wherever_it_is_written(text: str, kept: str) -> None:
+    scrubbed = redact(text)
+    assert "secret-1" not in scrubbed and REDACTED in scrubbed and kept in scrubbed
+
+
 def test_ordinary_text_is_untouched() -> None:
     assert redact("run ended outcome=success") == "run ended outcome=success"
 

@@ -682,11 +682,15 @@ async function readBody(response) {
 function reattachRequest() {
   const run = state.run;
   const path = `extensions/iac-code/v1/threads/${encodeURIComponent(state.threadId)}/runs/${encodeURIComponent(run.runId)}/events`;
-  const query = new URLSearchParams({ rosInvocationId: state.ros });
   const requestHeaders = { ...headers(), Accept: "text/event-stream" };
   delete requestHeaders["Content-Type"];
   if (run.lastId > 0) requestHeaders["Last-Event-ID"] = String(run.lastId);
-  return fetch(`${api(path)}?${query}`, { method: "GET", headers: requestHeaders, cache: "no-store", credentials: "same-origin" });
+  // The run's credential travels in a header, out of every URL a server or proxy logs; a value a header
+  // cannot carry (outside printable ASCII) falls back to the query form.
+  let url = api(path);
+  if (/^[\x20-\x7e]+$/.test(state.ros)) requestHeaders["Ros-Invocation-Id"] = state.ros;
+  else url += `?${new URLSearchParams({ rosInvocationId: state.ros })}`;
+  return fetch(url, { method: "GET", headers: requestHeaders, cache: "no-store", credentials: "same-origin" });
 }
 
 function sleep(ms) {

@@ -12,6 +12,7 @@ from typing import Any
 
 from agui_bridge.i18n import normalise_language, translate
 from agui_bridge.projection.values import integral, non_empty_str
+from agui_bridge.wire.ids import emitted_id
 
 INPUT_ALLOWED_KEYS = frozenset(
     {
@@ -25,7 +26,11 @@ INPUT_ALLOWED_KEYS = frozenset(
 
 @dataclass(frozen=True)
 class InputRequest:
-    """One allow-listed input projection and whether it is a sideband (Pipeline) wait."""
+    """One allow-listed input projection and whether it is a sideband (Pipeline) wait.
+
+    `input_id` is the AG-UI interrupt id (the kernel's `value["inputId"]`, bounded like every emitted
+    id: docs/design.md#emitted-ids); the kernel is always answered with `value["inputId"]`.
+    """
 
     input_id: str
     value: dict[str, Any]
@@ -53,10 +58,11 @@ def collect_inputs(iac: dict[str, Any]) -> list[InputRequest]:
         if raw.get("required") is not True:
             continue
         value = allow_listed(raw)
-        input_id = non_empty_str(value.get("inputId"))
-        if input_id is None:
-            input_id = f"input-{uuid.uuid4().hex}"
-            value["inputId"] = input_id
+        kernel_input_id = non_empty_str(value.get("inputId"))
+        if kernel_input_id is None:
+            kernel_input_id = f"input-{uuid.uuid4().hex}"
+            value["inputId"] = kernel_input_id
+        input_id = emitted_id(kernel_input_id)
         previous = found.get(input_id)
         found[input_id] = InputRequest(input_id, value, sideband or (previous.sideband if previous else False))
     return list(found.values())
@@ -130,7 +136,7 @@ def build_interrupt(value: dict[str, Any], expires_at: str) -> dict[str, Any]:
     language = normalise_language(value.get("language")) or "en"
     options = _standard_options(value.get("options"))
     metadata: dict[str, Any] = {"schemaVersion": 1, **value, "standardOptions": options}
-    interrupt: dict[str, Any] = {"id": value["inputId"]}
+    interrupt: dict[str, Any] = {"id": emitted_id(value["inputId"])}
     if value.get("kind") == "permission":
         interrupt["reason"] = "tool_call"
         interrupt["message"] = (
@@ -146,7 +152,7 @@ def build_interrupt(value: dict[str, Any], expires_at: str) -> dict[str, Any]:
         interrupt["message"] = message
     tool_call_id = non_empty_str(value.get("toolUseId"))
     if tool_call_id is not None:
-        interrupt["toolCallId"] = tool_call_id
+        interrupt["toolCallId"] = emitted_id(tool_call_id)
     interrupt["responseSchema"] = response_schema(value)
     interrupt["expiresAt"] = expires_at
     interrupt["metadata"] = metadata

@@ -19,6 +19,7 @@ from agui_bridge.projection.projector import RunProjector
 from agui_bridge.projection.values import non_empty_str
 from agui_bridge.wire import events as ev
 from agui_bridge.wire.events import Event
+from agui_bridge.wire.ids import emitted_id
 
 ACTIVITY_TYPE = "iac-code.pipeline.v1"
 
@@ -70,13 +71,13 @@ def step_of(envelope: dict[str, Any]) -> tuple[str, str] | None:
             candidate_id = non_empty_str(candidate.get(field))
             if candidate_id is not None:
                 key = f"candidate:{candidate_id}:{step_id}"
-                return key, key
-    return f"step:{step_id}", step_id
+                return key, emitted_id(key)
+    return f"step:{step_id}", emitted_id(step_id)
 
 
 def name_of(key: str) -> str:
-    """The AG-UI step name of a persisted step key."""
-    return key[len("step:") :] if key.startswith("step:") else key
+    """The AG-UI step name of a persisted step key (bounded like every emitted id: docs/design.md#emitted-ids)."""
+    return emitted_id(key[len("step:") :] if key.startswith("step:") else key)
 
 
 class PipelineMapper:
@@ -144,7 +145,7 @@ class PipelineMapper:
         if run_id is not None:
             self.pipeline_run_id = run_id
         content = {"schemaVersion": 1, "pipelineRunId": self.pipeline_run_id, "snapshot": snapshot}
-        out = [ev.activity_snapshot(f"pipeline:{self.pipeline_run_id}", ACTIVITY_TYPE, content)]
+        out = [ev.activity_snapshot(emitted_id(f"pipeline:{self.pipeline_run_id}"), ACTIVITY_TYPE, content)]
         events = response.get("events")
         for envelope in events if isinstance(events, list) else []:
             if not isinstance(envelope, dict):
@@ -165,6 +166,7 @@ class PipelineMapper:
     # ---- one envelope ----------------------------------------------------------------------
 
     def message_id(self, envelope: dict[str, Any]) -> str:
+        """The text message of an envelope's scope and coordinates (bounded: docs/design.md#emitted-ids)."""
         scope = non_empty_str(envelope.get("scope")) or "pipeline"
         parts = [f"pipeline-message:{self.pipeline_run_id}:{scope}"]
         for field in ("candidate", "candidateStep", "step"):
@@ -173,7 +175,7 @@ class PipelineMapper:
                 value = non_empty_str(coordinate.get("runId")) or non_empty_str(coordinate.get("id"))
                 if value is not None and value not in parts[1:]:
                     parts.append(value)
-        return ":".join(parts)
+        return emitted_id(":".join(parts))
 
     def _map(self, envelope: dict[str, Any]) -> list[Event]:
         """Standard mapping, then step lifecycle, then CUSTOM (docs/design.md#pipelines)."""
@@ -195,7 +197,10 @@ class PipelineMapper:
             if tool_call_id is not None:
                 arguments = data.get("input")
                 name = non_empty_str(data.get("toolName")) or "tool"
-                projector.tool_call(out, tool_call_id, name, arguments if arguments is not None else {"summary": None})
+                arguments = arguments if arguments is not None else {"summary": None}
+                # The caller is the message of this envelope's step or candidate, not the last one shown:
+                # parallel candidates interleave (docs/design.md#pipelines).
+                projector.tool_call(out, tool_call_id, name, arguments, parent=self.message_id(envelope))
         elif event_type == "tool_result":
             tool_call_id = non_empty_str(data.get("toolUseId"))
             if tool_call_id is not None:

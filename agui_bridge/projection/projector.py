@@ -21,6 +21,7 @@ from agui_bridge.projection.usage import UsageTotals
 from agui_bridge.projection.values import compact_json, integral, non_empty_str
 from agui_bridge.wire import events as ev
 from agui_bridge.wire.events import Event
+from agui_bridge.wire.ids import emitted_id
 
 _AGENT_ROLES = frozenset({"ROLE_AGENT", "agent", None})
 
@@ -159,6 +160,7 @@ class RunProjector:
         self.emit_text(out, message_id, text)
 
     def emit_text(self, out: list[Event], message_id: str, text: str, *, parallel: bool = False) -> None:
+        message_id = emitted_id(message_id)
         if message_id not in self._seen_text_ids:
             self._seen_text_ids.add(message_id)
             if self.text_digests:
@@ -198,6 +200,7 @@ class RunProjector:
     # ---- reasoning --------------------------------------------------------------------------
 
     def emit_reasoning(self, out: list[Event], reasoning_id: str, text: str) -> None:
+        reasoning_id = emitted_id(reasoning_id)
         if reasoning_id not in self._open_reasoning:
             self._open_reasoning[reasoning_id] = None
             out.append(ev.reasoning_start(reasoning_id))
@@ -216,7 +219,7 @@ class RunProjector:
 
     def _project_tool(self, out: list[Event], tool: dict[str, Any]) -> None:
         status = tool.get("status")
-        tool_call_id = non_empty_str(tool.get("toolUseId")) or f"tool-{uuid.uuid4().hex}"
+        tool_call_id = emitted_id(non_empty_str(tool.get("toolUseId")) or f"tool-{uuid.uuid4().hex}")
         name = non_empty_str(tool.get("name")) or "tool"
         if status == "started":
             self._start_tool(out, tool_call_id, name)
@@ -229,21 +232,28 @@ class RunProjector:
         elif status == "progress":
             out.append(ev.custom(ev.TOOL_PROGRESS_EVENT, {"schemaVersion": 1, **integral(tool)}))
 
-    def _start_tool(self, out: list[Event], tool_call_id: str, name: str) -> bool:
+    def _start_tool(self, out: list[Event], tool_call_id: str, name: str, parent: str | None = None) -> bool:
+        """`parent` names the message that called the tool; by default the current open text message."""
         if tool_call_id in self._open_tools or tool_call_id in self._ended_tools:
             return False
         if self._current_text is not None:
             self._finalise_text(self._current_text)
-        parent = self._current_text if self._current_text in self._open_text else None
+        if parent is None:
+            parent = self._current_text if self._current_text in self._open_text else None
+        else:
+            parent = emitted_id(parent)
         self._open_tools[tool_call_id] = None
         out.append(ev.tool_start(tool_call_id, name, parent))
         return True
 
-    def tool_call(self, out: list[Event], tool_call_id: str, name: str, arguments: Any) -> None:
+    def tool_call(
+        self, out: list[Event], tool_call_id: str, name: str, arguments: Any, parent: str | None = None
+    ) -> None:
         """START (if needed), ARGS with the full input, END: the shape of `input_complete`."""
+        tool_call_id = emitted_id(tool_call_id)
         if tool_call_id in self._ended_tools:
             return
-        self._start_tool(out, tool_call_id, name)
+        self._start_tool(out, tool_call_id, name, parent)
         out.append(ev.tool_args(tool_call_id, compact_json(arguments)))
         out.append(ev.tool_end(tool_call_id))
         self._open_tools.pop(tool_call_id, None)
@@ -251,6 +261,7 @@ class RunProjector:
 
     def tool_result(self, out: list[Event], tool_call_id: str, result: Any) -> None:
         """Once per tool call per run; an open call is ended first so the span stays balanced."""
+        tool_call_id = emitted_id(tool_call_id)
         if tool_call_id in self._tool_results:
             return
         self._tool_results.add(tool_call_id)

@@ -146,9 +146,13 @@ def select(reconciled: Reconciled, answers: Sequence[ResumeAnswer], applied: Map
 
 @dataclass(frozen=True)
 class PreparedAnswer:
-    """A validated answer, ready to be sent (permission decision or question text)."""
+    """A validated answer, ready to be sent (permission decision or question text).
+
+    `interrupt_id` is the AG-UI id the client answered; `input_id` the kernel's own (docs/design.md#emitted-ids).
+    """
 
     interrupt_id: str
+    input_id: str
     digest: str
     permission: bool
     cancelled: bool
@@ -208,6 +212,7 @@ def prepare(chosen: Iterable[tuple[ResumeAnswer, model.PendingInterrupt]]) -> li
         prepared.append(
             PreparedAnswer(
                 interrupt_id=answer.interrupt_id,
+                input_id=non_empty_str(value.get("inputId")) or answer.interrupt_id,
                 digest=answer_digest(answer),
                 permission=permission,
                 cancelled=cancelled,
@@ -257,7 +262,7 @@ def plan_sends(
     sends: list[Send] = []
     for answer in permissions:
         part = a2a_messages.permission_answer_part(
-            task_id, answer.interrupt_id, answer.tool_use_id or "", answer.decision or DENY
+            task_id, answer.input_id, answer.tool_use_id or "", answer.decision or DENY
         )
         message_id = f"agui-resume-{answer.interrupt_id}" if unary else f"agui-resume-{run_id}-{answer.interrupt_id}"
         message = a2a_messages.user_message(message_id, [part], metadata, context_id, task_id)

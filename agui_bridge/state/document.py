@@ -25,6 +25,7 @@ from agui_bridge.state.model import (
     allowed_value,
     parse_rfc3339_ms,
 )
+from agui_bridge.wire.ids import emitted_id
 
 __all__ = ["load_document", "traceparent_kept"]
 
@@ -178,11 +179,17 @@ class _ExecutionSchema(_Part):
     @post_load
     def _record(self, data: dict[str, Any], **kwargs: Any) -> Execution:
         pending: dict[str, PendingInterrupt] = data["pending"]
-        if any(entry.value.get("inputId") != input_id for input_id, entry in pending.items()):
-            raise ValidationError({"pending": ["value.inputId must equal its key"]})
+        if any(_interrupt_id_of(entry) != input_id for input_id, entry in pending.items()):
+            raise ValidationError({"pending": ["value.inputId must give its key"]})
         data["pipeline_open_steps"] = sorted(set(data["pipeline_open_steps"]))
         data["text_snapshot_digests"] = sorted(set(data["text_snapshot_digests"]))
         return Execution(**data)
+
+
+def _interrupt_id_of(entry: PendingInterrupt) -> str | None:
+    """The AG-UI interrupt id of the kernel's inputId, which keys the entry (docs/design.md#emitted-ids)."""
+    input_id = entry.value.get("inputId")
+    return emitted_id(input_id) if isinstance(input_id, str) else None
 
 
 class _LeaseSchema(_Part):

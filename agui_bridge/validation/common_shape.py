@@ -1,10 +1,11 @@
 """The common shape of a new run, recognised without the schemas (docs/design.md#input-validation-common-shape).
 
 Nearly every `POST /` is the same small object: camelCase keys, user messages with string content, no
-tools, no context, and an ``iacCode`` with a handful of string fields. `accept_common_shape` checks that
-shape with plain type tests and builds the same `RunInput` the schemas would; anything else (another
-role, content parts, a snake_case spelling, a key it does not know, any value the schemas could refuse)
-returns None and the schemas run as always, so every error, its pointer and its order stay theirs.
+tools, no context (empty or left out), and an ``iacCode`` with a handful of string fields.
+`accept_common_shape` checks that shape with plain type tests and builds the same `RunInput` the schemas
+would; anything else (another role, content parts, a snake_case spelling, a key it does not know, any
+value the schemas could refuse) returns None and the schemas run as always, so every error, its pointer
+and its order stay theirs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ __all__ = ["accept_common_shape"]
 _ENVELOPE_KEYS = frozenset(
     {"threadId", "runId", "parentRunId", "protocolVersion", "state", "messages", "tools", "context", "forwardedProps"}
 )
-_ENVELOPE_REQUIRED = ("threadId", "runId", "state", "messages", "tools", "context", "forwardedProps")
+_ENVELOPE_REQUIRED = ("threadId", "runId", "messages", "forwardedProps")  # absent tools/context/state: empty
 _MESSAGE_KEYS = frozenset({"id", "role", "content", "name"})
 #: Optional ``iacCode`` strings (camelCase wire name -> IacCodeProps field); no enum, no nested object.
 _OPTIONAL_STRINGS = {
@@ -72,7 +73,7 @@ def accept_common_shape(raw: object) -> RunInput | None:
     parent_run_id = raw.get("parentRunId")
     if not _optional_string(parent_run_id) or not _optional_string(raw.get("protocolVersion")):
         return None
-    if raw["tools"] != [] or raw["context"] != [] or type(messages) is not list:
+    if raw.get("tools", []) != [] or raw.get("context", []) != [] or type(messages) is not list:
         return None
     if not all(_user_message(message) for message in messages):
         return None

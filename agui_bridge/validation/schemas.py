@@ -219,16 +219,21 @@ class ResumeEntrySchema(AliasedSchema):
 
 
 class EnvelopeSchema(AliasedSchema):
-    """The AG-UI ``RunAgentInput``; unknown top-level keys are allowed (they only matter to the digest)."""
+    """The AG-UI ``RunAgentInput``; unknown top-level keys are allowed (they only matter to the digest).
+
+    ``tools``, ``context`` and ``state`` may be left out (a Python client's ``exclude_none`` does that);
+    present, they must have their type.
+    """
 
     thread_id = string(data_key="threadId", required=True)
     run_id = string(data_key="runId", required=True)
     parent_run_id = string(data_key="parentRunId", allow_none=True)
     protocol_version = string(data_key="protocolVersion", allow_none=True)
-    state = any_json(required=True, allow_none=True)
+    # AG-UI 1.0 (basic/run-input): an absent `tools`/`context` is an empty one, an absent `state` is `{}`.
+    state = any_json(allow_none=True, load_default=dict)
     messages = array(MESSAGE, required=True)
-    tools = array(nested(ToolSchema()), required=True)
-    context = array(nested(ContextSchema()), required=True)
+    tools = array(nested(ToolSchema()), load_default=list)
+    context = array(nested(ContextSchema()), load_default=list)
     forwarded_props = any_json(data_key="forwardedProps", required=True, allow_none=True)
     resume = array(nested(ResumeEntrySchema()), allow_none=True)
 

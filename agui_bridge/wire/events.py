@@ -10,6 +10,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from agui_bridge.wire.ids import emitted_id
+
 Event = dict[str, Any]
 
 SESSION_EVENT = "iac-code.session.v1"
@@ -124,7 +126,7 @@ def tool_end(tool_call_id: str) -> Event:
 def tool_result(tool_call_id: str, content: str) -> Event:
     return {
         "type": "TOOL_CALL_RESULT",
-        "messageId": f"tool-result-{tool_call_id}",
+        "messageId": emitted_id(f"tool-result-{tool_call_id}"),
         "toolCallId": tool_call_id,
         "content": content,
         "role": "tool",

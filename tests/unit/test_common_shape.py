@@ -73,6 +73,7 @@ MUTATION = st.one_of(
     st.tuples(st.just("forwarded"), st.sampled_from(["iacCode", "iac_code", "other"]), VALUES),
     st.tuples(st.just("iac"), IAC_KEYS, VALUES),
     st.tuples(st.sampled_from(["envelope", "message", "iac"]), st.sampled_from(["delete"]), st.just(None)),
+    st.tuples(st.just("envelope"), st.sampled_from(["drop:tools", "drop:context", "drop:state"]), st.just(None)),
 )
 
 
@@ -90,6 +91,8 @@ def test_whatever_the_fast_path_accepts_the_schemas_accept_identically(
         if key == "delete":
             if target:
                 del target[sorted(target)[0]]
+        elif key.startswith("drop:"):
+            target.pop(key[len("drop:") :], None)
         else:
             target[key] = copy.deepcopy(value)
     fast = accept_common_shape(copy.deepcopy(body))
@@ -114,6 +117,16 @@ def test_whatever_the_fast_path_accepts_the_schemas_accept_identically(
 )  # fmt: skip
 def test_the_common_shapes_take_the_fast_path(change: dict[str, Any]) -> None:
     body = {**base(), **change}
+    _check_fast_path(body)
+
+
+@pytest.mark.parametrize("absent", [("tools",), ("context",), ("state",), ("tools", "context", "state")])
+def test_absent_tools_context_and_state_take_the_fast_path_as_empty(absent: tuple[str, ...]) -> None:
+    body = {k: v for k, v in base().items() if k not in absent}
+    _check_fast_path(body)
+
+
+def _check_fast_path(body: dict[str, Any]) -> None:
     fast = accept_common_shape(body)
     assert fast is not None
     assert fast == by_schemas(body)

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from agui_bridge.demo import scenarios as sc
 from agui_bridge.projection.pipeline import (
     CUSTOM_EVENT_TYPES,
     PipelineMapper,
@@ -15,6 +16,7 @@ from agui_bridge.projection.pipeline import (
 )
 from agui_bridge.projection.projector import RunProjector
 from tests.agui_checks import event_types
+from tests.unit.test_emitted_ids import demo_pipeline_payloads, project
 
 THREAD = "thread-1"
 
@@ -185,3 +187,34 @@ def test_recovery_snapshot_then_missed_events() -> None:
     assert [e["messageId"] for e in out if e["type"] == "TEXT_MESSAGE_START"] == ["pipeline-message:prun-7:pipeline"]
     assert (pipeline.cursor, pipeline.sequence) == (9, 9)
     assert pipeline.recover(None) == [] and pipeline.recover({"snapshot": "x"}) == []
+
+
+def test_parallel_candidates_tool_calls_hang_off_their_own_candidates_message() -> None:
+    pipeline, _ = mapper()
+    c0 = {"candidate": {"id": "c0", "runId": "crun-0"}, "scope": "candidate_step"}
+    c1 = {"candidate": {"id": "c1", "runId": "crun-1"}, "scope": "candidate_step"}
+    out = live(
+        pipeline,
+        envelope("text_delta", 1, "e1", data={"text": "zero"}, **c0),
+        envelope("text_delta", 2, "e2", data={"text": "one"}, **c1),
+        envelope("tool_started", 3, "e3", data={"toolUseId": "t0", "toolName": "write_file"}, **c0),
+        envelope("tool_started", 4, "e4", data={"toolUseId": "t1", "toolName": "write_file"}, **c1),
+    )
+    messages = {e["delta"]: e["messageId"] for e in out if e["type"] == "TEXT_MESSAGE_CONTENT"}
+    parents = {e["toolCallId"]: e["parentMessageId"] for e in out if e["type"] == "TOOL_CALL_START"}
+    assert parents == {"t0": messages["zero"], "t1": messages["one"]}
+
+
+def test_every_demo_pipeline_tool_call_names_the_message_of_the_candidate_that_called_it() -> None:
+    events = project(THREAD, "run-1", demo_pipeline_payloads())
+    text: dict[str, str] = {}
+    for event in events:
+        if event.get("type") == "TEXT_MESSAGE_CONTENT":
+            text[event["messageId"]] = text.get(event["messageId"], "") + event["delta"]
+    writes = [e for e in events if e.get("type") == "TOOL_CALL_START" and e["toolCallId"].endswith("_write")]
+    assert len(writes) == len(sc.PIPELINE_CANDIDATES) > 1
+    for candidate in sc.PIPELINE_CANDIDATES:
+        (start,) = [
+            e for e in writes if e["toolCallId"] == f"call_{sc.candidate_id(candidate['candidate_index'])}_write"
+        ]
+        assert text[start["parentMessageId"]].startswith(f"Drafting {candidate['name']}: ")

@@ -19,11 +19,12 @@ from agui_bridge.errors import (
     ResumePayloadInvalid,
     UnknownInterrupt,
 )
-from agui_bridge.projection.interrupts import InputRequest, build_interrupt
+from agui_bridge.projection.interrupts import InputRequest, build_interrupt, collect_inputs
 from agui_bridge.runs import resume_plan as plan
 from agui_bridge.state.model import PendingInterrupt
 from agui_bridge.validation.answers import REQUIRED_FORMATS, payload_errors
 from agui_bridge.validation.run_input import ResumeAnswer
+from agui_bridge.wire.ids import emitted_id
 
 PERM = {"kind": "permission", "inputId": "p1", "toolUseId": "t1", "required": True}
 QUESTION = {
@@ -180,6 +181,26 @@ def test_plan_sends() -> None:
     mixed = plan.plan_sends(side + question, **ids)
     assert [(s.unary, s.interrupt_ids) for s in mixed.sends] == [(False, ("p1",)), (False, ("q1",))]
     assert mixed.sends[-1].params["message"]["parts"] == [{"text": "medium"}] and not mixed.follow_task
+
+
+def test_a_long_kernel_input_id_is_announced_bounded_and_answered_with_the_kernels_own() -> None:
+    kernel_id = "perm/" + "x" * 300
+    value = {**PERM, "inputId": kernel_id, "toolUseId": "tool/" + "y" * 300}
+    (found,) = collect_inputs({"input": value})
+    announced = build_interrupt(found.value, "x")
+    assert found.input_id == announced["id"] == emitted_id(kernel_id) != kernel_id
+    assert announced["toolCallId"] == emitted_id(value["toolUseId"])
+    chosen = plan.select(
+        plan.Reconciled({found.input_id: entry(found.value)}, frozenset(), False),
+        [answer(announced["id"], payload={"decision": "allow_once"})],
+        {},
+    )
+    (send,) = plan.plan_sends(
+        plan.prepare(chosen.answers), run_id="r1", task_id="task-1", context_id="ctx", metadata={}
+    ).sends
+    data = send.params["message"]["parts"][0]["data"]
+    assert (data["inputId"], data["toolUseId"]) == (kernel_id, value["toolUseId"])
+    assert send.interrupt_ids == (announced["id"],)
 
 
 def test_every_format_we_rely_on_is_checked() -> None:

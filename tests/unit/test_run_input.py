@@ -6,16 +6,20 @@ See docs/design.md#input-validation and docs/design.md#decision-agui-1-0-clients
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
+from ag_ui.core import RunAgentInput, UserMessage
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_bridge.errors import InvalidInput
 from agui_bridge.i18n import translate
+from agui_bridge.validation import run_input
 from agui_bridge.validation.run_input import (
     CloudCredentials,
     IacCodeProps,
@@ -124,6 +128,22 @@ def test_agui_client_1_0_body_is_accepted() -> None:
         ResumeAnswer("permission-1", "resolved", {"decision": "allow_once"}, True),
         ResumeAnswer("q-1", "cancelled", None, False),
     )
+
+
+def test_a_python_ag_ui_protocol_client_body_without_tools_context_or_state_is_accepted_as_empty() -> None:
+    """`ag-ui-protocol` 1.0 models dumped with `exclude_none` leave the three out (AG-UI basic/run-input)."""
+    request = RunAgentInput(
+        thread_id="thread-1",
+        run_id="run-1",
+        messages=[UserMessage(id="m-1", role="user", content="hi")],
+        forwarded_props={"iacCode": {"schemaVersion": 1, "rosInvocationId": "r", "cwd": "/w"}},
+    )
+    body = json.loads(request.model_dump_json(by_alias=True, exclude_none=True))
+    assert not {"tools", "context", "state"} & set(body)
+    run = parse_run_input(body)
+    assert (run.thread_id, run.messages) == ("thread-1", ({"id": "m-1", "role": "user", "content": "hi"},))
+    with mock.patch.object(run_input, "accept_common_shape", return_value=None):
+        assert run_input._parse_run_input(body) == run  # the schemas agree with the fast path
 
 
 def test_full_iaccode_camel_case() -> None:
@@ -275,12 +295,11 @@ REJECTIONS: list[tuple[str, Callable[[Body], None], str, str, dict[str, str]]] =
     ("missing threadId", _del("threadId"), "/threadId", "field_required", {"field": "threadId"}),
     ("numeric threadId", _set("threadId", 5), "/threadId", "field_type_string", {}),
     ("null runId", _set("runId", None), "/runId", "field_null", {}),
-    ("missing state", _del("state"), "/state", "field_required", {}),
     ("missing messages", _del("messages"), "/messages", "field_required", {}),
     ("messages not array", _set("messages", {}), "/messages", "field_type_array", {}),
-    ("missing tools", _del("tools"), "/tools", "field_required", {}),
-    ("missing context", _del("context"), "/context", "field_required", {}),
     ("missing forwardedProps", _del("forwardedProps"), "/forwardedProps", "field_required", {}),
+    ("null tools", _set("tools", None), "/tools", "field_null", {}),
+    ("context not array", _set("context", {}), "/context", "field_type_array", {}),
     ("parentRunId number", _set("parentRunId", 1), "/parentRunId", "field_type_string", {}),
     ("protocolVersion number", _set("protocolVersion", 1), "/protocolVersion", "field_type_string", {}),
     ("both spellings", _set("thread_id", "x"), "/thread_id", "field_conflict", {"other": "threadId"}),

@@ -30,6 +30,7 @@ from agui_bridge.state.model import (
     rotate_execution,
     to_document,
 )
+from agui_bridge.wire.ids import emitted_id
 
 DIGEST_A = "a" * 64
 DIGEST_B = "0123456789abcdef" * 4
@@ -326,8 +327,8 @@ _announced: st.SearchStrategy[dict[str, object] | None] = st.none() | st.diction
 def _states(draw: st.DrawFn) -> ThreadState:
     thread_id = draw(_text)
     pending_ids = draw(st.lists(_text, unique=True, max_size=3))
-    pending = {
-        input_id: PendingInterrupt(
+    pending = {  # keyed by the AG-UI interrupt id of the kernel's inputId
+        emitted_id(input_id): PendingInterrupt(
             value={"inputId": input_id, "options": draw(_json), "prompt": draw(_json)},
             sideband=draw(st.booleans()),
             expires_at_ms=draw(_ms),

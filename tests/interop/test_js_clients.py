@@ -99,6 +99,18 @@ def test_a_pipeline_is_resumed_through_the_selection_and_the_sideband_permission
     assert runs[-1]["terminal"] == "RUN_FINISHED" and runs[-1]["outcome"] == "success", runs
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the bridge keeps a Pipeline step's text message open until the run ends, and CopilotKit's "
+    "connect replay (compactEvents) places each message where it ended: after a reload the candidates "
+    "show before the requirements",
+)
+def test_copilotkit_replay_shows_the_pipeline_messages_in_their_live_order(
+    copilotkit: dict[str, dict[str, Any]],
+) -> None:
+    assert copilotkit["pipeline"]["replayKeepsOrder"] is True
+
+
 # Cut points: mid tool call in the mixed turn, mid reasoning in the Pipeline's candidates (a cut
 # inside an SSE record, so the agent must count only whole events).
 CUTS = {"mixed": b'"TOOL_CALL_RES', "pipeline": b'"REASONING_START"'}

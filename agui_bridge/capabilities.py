@@ -12,9 +12,10 @@ from typing import Any
 from agui_bridge.i18n import SUPPORTED
 from agui_bridge.settings import Settings
 from agui_bridge.validation.content import ALLOWED_IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_TOTAL_IMAGE_BYTES
+from agui_bridge.wire.events import PROTOCOL_VERSION
 
-#: The AG-UI protocol version the events follow, and the A2A dialect spoken upstream.
-AGUI_PROTOCOL_VERSION = "1.0.0"
+#: The AG-UI protocol version the events follow (the one RUN_STARTED declares), and the A2A dialect upstream.
+AGUI_PROTOCOL_VERSION = PROTOCOL_VERSION
 A2A_PROTOCOL_VERSION = "1.0"
 CAPABILITIES_SCHEMA_VERSION = 1
 

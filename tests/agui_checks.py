@@ -19,15 +19,14 @@ docs/design.md#decision-agui-1-0-clients, docs/design.md#projection):
   ag-ui-protocol 1.0.0 in pydantic *strict* JSON mode (so ``"timestamp": 1.0`` or ``"1"`` fail);
 * no unknown fields: the 1.0 models are ``extra="allow"`` (see ``GeneratedBaseModel``), so an extra
   key would validate silently, while the official ``@ag-ui/client`` strips it with a warning. Every
-  model in the validated tree is therefore checked for extras. The only allowed extras are
-  ``RUN_ERROR.threadId``/``runId`` (the reference adapter's fields) -- because the models
-  allow extras there is no need to validate a stripped copy; the extras are simply allow-listed;
+  model in the validated tree is therefore checked for extras, and none is allowed (what a client needs
+  beyond a standard event's schema goes in a CUSTOM event);
 * every event carries an integer ``timestamp`` (``bool``/``float`` rejected);
 * no JSON ``null`` anywhere except inside free-form objects (``CUSTOM.value``,
   ``ACTIVITY_SNAPSHOT.content``, interrupt ``metadata``/``responseSchema``, event ``metadata``,
   ``rawEvent``, ``STATE_SNAPSHOT.snapshot``, ``RUN_FINISHED.result``);
 * RUN_STARTED first, exactly one terminal event (RUN_FINISHED / RUN_ERROR) and it is last;
-  RUN_FINISHED (and RUN_ERROR's extra ids) repeat RUN_STARTED's threadId/runId;
+  RUN_FINISHED repeats RUN_STARTED's threadId/runId;
 * balanced spans: TEXT_MESSAGE_* per messageId, TOOL_CALL_START/ARGS/END per toolCallId,
   REASONING_START/END and REASONING_MESSAGE_START/CONTENT/END per messageId (tracked separately,
   as the client does), STEP_STARTED/FINISHED per stepName; no span opened twice, continued or
@@ -70,10 +69,9 @@ CAPTURE_ENV = "AGUI_CAPTURE_DIR"
 
 _EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
 
-# Extra (non-model) fields agui-bridge emits on purpose: {event type: {json path}}.
-_ALLOWED_EXTRAS: Mapping[str, frozenset[str]] = {
-    "RUN_ERROR": frozenset({"/threadId", "/runId"}),
-}
+# Extra (non-model) fields agui-bridge emits on purpose: {event type: {json path}}. None: a 1.0 client
+# strips every member outside its schema with a warning.
+_ALLOWED_EXTRAS: Mapping[str, frozenset[str]] = {}
 
 # JSON paths (``*`` = any array index / key) whose subtree is free-form data where a null is
 # meaningful (docs/design.md#decision-balanced-spans-and-strict-framing). Paths not listed may not

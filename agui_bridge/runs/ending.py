@@ -231,9 +231,8 @@ class RunEnd:
             self._observer.upstream_error(str(error.code))
         message = error.raw_message or translate(error.message_key, self._language, **error.params)
         events = self._projector.close_all()
-        ticket = self._ticket
         usage = self._projector.usage_entries()
-        events.append(ev.run_error(ticket.thread_id, ticket.run_id, str(error.code), message, usage))
+        events.append(ev.run_error(str(error.code), message, usage))
         return events
 
     def finished_events(self, result: dict[str, Any]) -> list[Event]:

@@ -95,8 +95,7 @@ class GuidanceStream:
             self._conclude(Outcome.SHUTDOWN if self._pacer.stop_requested else Outcome.CANCELLED)
         self._conclude(Outcome.ERROR)
         message = error.raw_message or translate(error.message_key, self._language, **error.params)
-        ticket = self._ticket
-        return self.emitter.events([ev.run_error(ticket.thread_id, ticket.run_id, str(error.code), message, [])])
+        return self.emitter.events([ev.run_error(str(error.code), message, [])])
 
     def _events(self) -> Iterator[bytes]:
         ticket = self._ticket

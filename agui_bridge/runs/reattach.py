@@ -182,7 +182,7 @@ def _seal_if_owner_died(reader: RecordReader, runtime: Runtime, settings: Settin
     code = str(Cancelled.code)
 
     def terminal(position: int) -> bytes:
-        return b"id: %d\n" % position + encode_event(ev.run_error(head.thread_id, head.run_id, code, message))
+        return b"id: %d\n" % position + encode_event(ev.run_error(code, message))
 
     def try_lock(fd: int) -> bool:
         for _ in range(50):

@@ -18,6 +18,9 @@ SESSION_EVENT = "iac-code.session.v1"
 ARTIFACT_EVENT = "iac-code.artifact.v1"
 TOOL_PROGRESS_EVENT = "iac-code.tool-progress.v1"
 PIPELINE_EVENT = "iac-code.pipeline.v1"
+#: The AG-UI protocol version the bridge speaks, declared on every RUN_STARTED (AG-UI 1.0 basic/versioning:
+#: the version segment of the schema's $id, the value @ag-ui/core 1.0 calls PROTOCOL_VERSION).
+PROTOCOL_VERSION = "1.0"
 
 
 def now_ms() -> int:
@@ -25,7 +28,8 @@ def now_ms() -> int:
 
 
 def run_started(thread_id: str, run_id: str, parent_run_id: str | None = None) -> Event:
-    event: Event = {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
+    """Declares `protocolVersion`, which AG-UI 1.0 says an implementation MUST send on RUN_STARTED."""
+    event: Event = {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id, "protocolVersion": PROTOCOL_VERSION}
     if parent_run_id is not None:
         event["parentRunId"] = parent_run_id
     event["timestamp"] = now_ms()
@@ -45,20 +49,10 @@ def run_finished(
     return event
 
 
-def run_error(
-    thread_id: str,
-    run_id: str,
-    code: str,
-    message: str,
-    usage: list[dict[str, Any]] | None = None,
-) -> Event:
-    event: Event = {
-        "type": "RUN_ERROR",
-        "message": message,
-        "code": code,
-        "threadId": thread_id,
-        "runId": run_id,
-    }
+def run_error(code: str, message: str, usage: list[dict[str, Any]] | None = None) -> Event:
+    """Only the members of AG-UI 1.0's RunErrorEvent, which has no threadId/runId (a 1.0 client strips them
+    with a warning); RUN_STARTED and the request name the run (docs/design.md#terminal-event)."""
+    event: Event = {"type": "RUN_ERROR", "message": message, "code": code}
     if usage:
         event["usage"] = usage
     event["timestamp"] = now_ms()

@@ -133,7 +133,7 @@ def reasoning_pipeline_events() -> list[Event]:
 
 
 def error_events() -> list[Event]:
-    """RUN_ERROR with the reference adapter's extra threadId/runId, spans closed first.
+    """RUN_ERROR with only its schema's members, spans closed first.
 
     See docs/design.md#span-balancing.
     """
@@ -145,8 +145,6 @@ def error_events() -> list[Event]:
             "RUN_ERROR",
             message="The A2A execution failed.",
             code="A2A_EXECUTION_FAILED",
-            threadId=THREAD,
-            runId=RUN,
         ),
     ]
 
@@ -197,6 +195,11 @@ def _unknown_field(events: list[Event]) -> None:
     events[2]["messageID"] = "typo"
 
 
+def _run_error_with_run_ids(events: list[Event]) -> None:
+    """The reference adapter's RUN_ERROR: threadId/runId are outside AG-UI 1.0's RunErrorEvent."""
+    events[-1] = {**error_events()[-1], "threadId": THREAD, "runId": RUN}
+
+
 BROKEN: dict[str, tuple[bytes, str, bool]] = {
     "crlf_framing": (sse(valid_events()).replace(b"\n", b"\r\n"), "LF only", True),
     "float_timestamp": (_mutate(_float_ts), "valid integer", True),
@@ -208,6 +211,7 @@ BROKEN: dict[str, tuple[bytes, str, bool]] = {
     "run_error_after_run_finished": (_mutate(_finished_then_error), "exactly one terminal event", False),
     "no_terminal_event": (_mutate(_no_terminal), "last event must be", False),
     "unknown_field": (_mutate(_unknown_field), "unknown field /messageID", False),
+    "run_error_with_run_ids": (_mutate(_run_error_with_run_ids), "unknown field /threadId", False),
 }
 
 
@@ -334,8 +338,7 @@ def test_valid_streams_pass_node_verifier(tmp_path: Path) -> None:
     assert set(by_name) == {f.name for f in files}
     assert by_name["valid.sse"]["applied"] == len(valid_events())
     assert by_name["reasoning.sse"]["applied"] == len(reasoning_pipeline_events())
-    # The RUN_ERROR extras are stripped by the client's enforce stage (warned, allow-listed).
-    assert any("'/threadId' on RUN_ERROR" in w for w in by_name["error.sse"]["warnings"])
+    assert all(r["warnings"] == [] for r in by_name.values()), outcome
 
 
 @pytest.mark.usefixtures("node_ready")
@@ -349,6 +352,9 @@ def test_node_verifier_rejects_broken_streams(tmp_path: Path) -> None:
     assert all(not r["ok"] for r in by_name.values()), outcome
     assert by_name["null_parent_message_id"]["stage"] == "deviation"
     assert by_name["unknown_field"]["stage"] == "deviation"
+    # A member outside a standard event's schema: the client strips it with a warning, which fails the stream.
+    assert by_name["run_error_with_run_ids"]["stage"] == "deviation"
+    assert "Removed unrecognised material at '/threadId' on RUN_ERROR" in by_name["run_error_with_run_ids"]["error"]
     assert by_name["run_error_after_run_finished"]["stage"] == "harness"
     assert by_name["no_terminal_event"]["stage"] == "harness"
 

@@ -31,8 +31,9 @@
 //   stage "deviation": the client had to repair the stream: any
 //     `[ag-ui][compat]` warning (e.g. a JSON null on an optional field),
 //     any `[ag-ui][enforce]` warning (unknown event dropped / unknown property
-//     stripped) except the documented RUN_ERROR extras threadId/runId, and any
-//     `[ag-ui]` protocol-version warning;
+//     stripped: "Removed unrecognised material" on any event is a failure, a
+//     standard event carries only its schema's members), and any `[ag-ui]`
+//     protocol-version warning;
 //   stage "harness": the official verifier tolerates a stream that ends with no
 //     terminal event, RUN_FINISHED followed by RUN_ERROR, and several runs in one
 //     response; agui-bridge promises exactly one run ending in exactly one
@@ -55,13 +56,6 @@ import { HttpAgent } from "@ag-ui/client";
 // the deviation stage relies on.
 delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
 
-// Enforcement warnings that agui-bridge produces on purpose
-// (docs/design.md#decision-balanced-spans-and-strict-framing:
-// RUN_ERROR carries the reference adapter's extra threadId/runId fields). The
-// client strips them; nothing else may be stripped.
-const ALLOWED_ENFORCE_WARNINGS = [
-  /^\[ag-ui\]\[enforce\] Removed unrecognised material at '\/(threadId|runId)' on RUN_ERROR\./,
-];
 
 const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
 
@@ -121,14 +115,12 @@ function countDataRecords(raw) {
   return n;
 }
 
+/** Every `[ag-ui]` warning is a deviation: [enforce] (an unknown event dropped, or
+ *  "Removed unrecognised material" stripped from a standard event: none is allowed),
+ *  [compat] (legacy shapes repaired), [transform] / [legacy] (chunk repairs), and bare
+ *  [ag-ui] protocol-version warnings. */
 function isDeviation(message) {
-  if (!message.startsWith("[ag-ui]")) return false;
-  if (message.startsWith("[ag-ui][enforce]")) {
-    return !ALLOWED_ENFORCE_WARNINGS.some((re) => re.test(message));
-  }
-  // [ag-ui][compat] (legacy shapes repaired), [ag-ui][transform] / [ag-ui][legacy]
-  // (chunk repairs), and bare [ag-ui] protocol-version warnings.
-  return true;
+  return message.startsWith("[ag-ui]");
 }
 
 function harnessErrors(events) {

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from agui_bridge.app import create_app
 from agui_bridge.i18n import SUPPORTED, translate
 from agui_bridge.settings import Settings
+from agui_bridge.wire import events as ev
 
 PATH = "/extensions/iac-code/v1/capabilities"
 
@@ -75,6 +76,7 @@ def test_document_follows_the_running_settings(settings: Settings, tmp_path: Pat
     }
     assert iac["languages"] == {"supported": list(SUPPORTED), "default": "de"}
     assert iac["protocol"]["serverVersion"] == "9.8.7" == document["identity"]["version"]
+    assert iac["protocol"]["agui"] == "1.0" == ev.run_started("t", "r")["protocolVersion"]  # what RUN_STARTED declares
     assert iac["reattach"] == {
         "supported": True, "windowSeconds": 45, "retentionSeconds": 600, "maxRecordBytes": 1_000,
     }  # fmt: skip

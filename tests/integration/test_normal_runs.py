@@ -35,6 +35,7 @@ def test_plain_text_run_streams_text_session_and_usage(client: FlaskClient, work
         "type": "RUN_STARTED",
         "threadId": thread_id,
         "runId": body["runId"],
+        "protocolVersion": "1.0",
         "timestamp": events[0]["timestamp"],
     }
     text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")

@@ -142,7 +142,7 @@ def test_a_dead_owners_record_is_sealed_once(tmp_path: Path) -> None:
     record, _ = recorded_run(tmp_path, terminal=False)
 
     def terminal(position: int) -> bytes:
-        return b"id: %d\n" % position + encode_event(ev.run_error("t", "r", "CANCELLED", "lost"))
+        return b"id: %d\n" % position + encode_event(ev.run_error("CANCELLED", "lost"))
 
     def lock(fd: int) -> bool:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

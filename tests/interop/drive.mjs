@@ -50,7 +50,6 @@ function parseSse(text) {
 }
 
 function recordingFetch(log) {
-  if (process.env.NO_RECORD) return (url, init) => fetch(url, init);
   return async (url, init) => {
     const entry = { url: String(url), method: init?.method ?? "GET", status: null, events: [], done: Promise.resolve() };
     log.push(entry);

@@ -5,7 +5,7 @@
 //
 //   node --import tsx drive.mjs < job.json        one JSON line per scenario on stdout
 //
-// job: {"client": "httpagent" | "copilotkit" | "reattach", "url", "token", "cwd", "timeoutS",
+// job: {"client": "httpagent" | "copilotkit" | "reattach", "url", "token", "cwd", "timeoutS", "agentUrl",
 //       "scenarios": [{"name", "text", "iacCode": {...}, "prefer": {...}, "cancel": bool,
 //                      "cutAt": "<marker>", "proxyUrl": "<cutting proxy>"}]}
 //
@@ -15,7 +15,8 @@
 // * copilotkit: @copilotkit/runtime's CopilotRuntime (an HttpAgent pointing at the bridge) served on
 //   loopback, driven by @copilotkit/core's ProxiedCopilotRuntimeAgent (what its React client uses) over
 //   the runtime's REST routes; after the scenario a fresh client replays the thread with connectAgent.
-// * reattach: clients/typescript/reattaching-http-agent.ts through a proxy that cuts the first stream.
+// * reattach: clients/typescript/reattaching-http-agent.ts through a proxy that cuts the first stream
+//   (with `agentUrl`, copilotkit's runtime holds that agent, reaching the bridge through the proxy).
 //
 // Checks made here (each a string in `problems`): every run's subscriber events equal the events on
 // the wire to that client, in order (nothing dropped, nothing added); no console.warn/console.error;
@@ -32,6 +33,18 @@ process.env.COPILOTKIT_TELEMETRY_DISABLED = "true";
 process.env.DO_NOT_TRACK = "1";
 
 const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
+const EVENT_TYPES = [
+  "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "STEP_STARTED", "STEP_FINISHED",
+  "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
+  "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
+  "REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_END",
+  "REASONING_ENCRYPTED_VALUE", "STATE_SNAPSHOT", "STATE_DELTA", "MESSAGES_SNAPSHOT", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA",
+  "RAW", "CUSTOM", "SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR",
+];
+/** RUN_STARTED -> onRunStartedEvent: the typed callback @ag-ui/client calls for each event type. */
+const callbackOf = (type) => `on${type.toLowerCase().replace(/(^|_)([a-z])/g, (_, __, c) => c.toUpperCase())}Event`;
+const EVENT_CALLBACKS = EVENT_TYPES.map(callbackOf);
+const LIFECYCLE_CALLBACKS = ["onRunInitialized", "onRunFailed", "onRunFinalized", "onMessagesChanged", "onStateChanged", "onNewMessage", "onNewToolCall"];
 const MAX_RUNS = 6;
 
 // ---------------------------------------------------------------------------------------------------
@@ -158,26 +171,20 @@ async function oneRun(agent, params, job, scenario, wire) {
   let cancelStatus;
   let error;
   const before = wire.length;
-  const subscriber = {
-    onEvent: ({ event }) => {
-      events.push(event);
-    },
-    onCustomEvent: ({ event }) => {
-      callbacks.set("custom", (callbacks.get("custom") ?? 0) + 1);
-      if (scenario.cancel && event.name === "iac-code.session.v1" && cancelStatus === undefined) {
-        cancelStatus = null;
-        cancelExecution(job, agent.threadId, event.value).then((s) => (cancelStatus = s));
-      }
-    },
-    onRunStartedEvent: () => callbacks.set("started", (callbacks.get("started") ?? 0) + 1),
-    onRunFinishedEvent: () => callbacks.set("finished", (callbacks.get("finished") ?? 0) + 1),
-    onRunErrorEvent: () => callbacks.set("error", (callbacks.get("error") ?? 0) + 1),
-    onTextMessageContentEvent: () => callbacks.set("text", (callbacks.get("text") ?? 0) + 1),
-    onToolCallStartEvent: () => callbacks.set("tool", (callbacks.get("tool") ?? 0) + 1),
-    onReasoningMessageContentEvent: () => callbacks.set("reasoning", (callbacks.get("reasoning") ?? 0) + 1),
-    onStepStartedEvent: () => callbacks.set("step", (callbacks.get("step") ?? 0) + 1),
-    onActivitySnapshotEvent: () => callbacks.set("activity", (callbacks.get("activity") ?? 0) + 1),
-    onMessagesChanged: () => callbacks.set("messages", (callbacks.get("messages") ?? 0) + 1),
+  const count = (name) => callbacks.set(name, (callbacks.get(name) ?? 0) + 1);
+  // A full subscriber: every typed callback of @ag-ui/client 1.0 counts its calls (checked against the
+  // wire in runProblems), plus the lifecycle and state callbacks.
+  const subscriber = Object.fromEntries(EVENT_CALLBACKS.map((name) => [name, () => count(name)]));
+  for (const name of LIFECYCLE_CALLBACKS) subscriber[name] = () => count(name);
+  subscriber.onEvent = ({ event }) => {
+    events.push(event);
+  };
+  subscriber.onCustomEvent = ({ event }) => {
+    count("onCustomEvent");
+    if (scenario.cancel && event.name === "iac-code.session.v1" && cancelStatus === undefined) {
+      cancelStatus = null;
+      cancelExecution(job, agent.threadId, event.value).then((s) => (cancelStatus = s));
+    }
   };
   const timer = setTimeout(() => agent.abortRun(), (job.timeoutS ?? 60) * 1000);
   try {
@@ -199,6 +206,11 @@ function runProblems(run, wireEvents) {
   if (run.events[0]?.type !== "RUN_STARTED") problems.push(`first event ${run.events[0]?.type ?? "none"}, not RUN_STARTED`);
   if (run.events.filter((e) => e.type === "RUN_STARTED").length !== 1) problems.push("not exactly one RUN_STARTED");
   if (terminal.length !== 1 || !TERMINAL.has(run.events.at(-1)?.type)) problems.push("not exactly one terminal event, last");
+  for (const type of new Set(wireEvents.map((e) => e.type))) {
+    const onWire = wireEvents.filter((e) => e.type === type).length;
+    const called = run.callbacks[callbackOf(type)] ?? 0;
+    if (called !== onWire) problems.push(`${callbackOf(type)} was called ${called} times for ${onWire} ${type} on the wire`);
+  }
   if (!isDeepStrictEqual(run.events, wireEvents)) {
     const at = run.events.findIndex((e, i) => !isDeepStrictEqual(e, wireEvents[i]));
     const index = at < 0 ? run.events.length : at;
@@ -292,11 +304,11 @@ async function withReattachingAgent(job, scenario) {
 async function startRuntime(job, bridgeWire) {
   const { CopilotRuntime } = await import("@copilotkit/runtime/v2");
   const { createCopilotNodeListener } = await import("@copilotkit/runtime/v2/node");
-  const runtime = new CopilotRuntime({
-    agents: {
-      bridge: new HttpAgent({ url: job.url, headers: { Authorization: `Bearer ${job.token}` }, fetch: recordingFetch(bridgeWire) }),
-    },
-  });
+  // With `agentUrl` (a cutting proxy) the runtime holds the reattaching agent instead of HttpAgent.
+  const { ReattachingHttpAgent } = await import("../../clients/typescript/reattaching-http-agent.ts");
+  const Agent = job.agentUrl ? ReattachingHttpAgent : HttpAgent;
+  const agent = new Agent({ url: job.agentUrl ?? job.url, headers: { Authorization: `Bearer ${job.token}` }, fetch: recordingFetch(bridgeWire), reattachDelayMs: 50 });
+  const runtime = new CopilotRuntime({ agents: { bridge: agent } });
   const listener = createCopilotNodeListener({ runtime, basePath: "/api/copilotkit", activateChannels: false });
   const server = http.createServer(listener);
   await new Promise((done) => server.listen(0, "127.0.0.1", done));

@@ -114,11 +114,12 @@ def run_node(node: str, script: Path, job: dict[str, Any], timeout_s: float) -> 
 
 
 def drive(
-    node: str, client: str, url: str, token: str, cwd: Path, scenarios: Iterable[dict[str, Any]]
+    node: str, client: str, url: str, token: str, cwd: Path, scenarios: Iterable[dict[str, Any]], **extra: Any
 ) -> dict[str, dict[str, Any]]:
     """Run the driver once for many scenarios; the result line of each, by scenario name."""
     jobs = list(scenarios)
     job = {"client": client, "url": url, "token": token, "cwd": str(cwd), "timeoutS": RUN_TIMEOUT_S, "scenarios": jobs}
+    job.update(extra)
     proc = run_node(node, DRIVER, job, timeout_s=60 + 20 * len(jobs))
     results = {}
     for line in proc.stdout.splitlines():

@@ -31,6 +31,7 @@ class Run:
     events: list[Any] = field(default_factory=list)  # the parsed models
     problems: list[str] = field(default_factory=list)
     status: int = 0
+    reattached: int = 0
 
     @property
     def terminal(self) -> Any:
@@ -153,15 +154,13 @@ def cancel(url: str, token: str, thread_id: str, session: dict[str, Any]) -> int
     return requests.post(route, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=10).status_code
 
 
-def one_run(url: str, token: str, request: RunAgentInput, history: History, *, cancel_it: bool) -> Run:
-    run = Run()
-    body = request.model_dump_json(by_alias=True, exclude_none=True)
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "Authorization": f"Bearer {token}"}
-    with requests.post(url, data=body, headers=headers, stream=True, timeout=(5, 60)) as response:
-        run.status = response.status_code
-        if response.status_code != 200:
-            run.problems.append(f"HTTP {response.status_code}: {response.text[:300]}")
-            return run
+def ended(run: Run) -> bool:
+    return run.terminal is not None and run.terminal.type in ("RUN_FINISHED", "RUN_ERROR")
+
+
+def read_events(response: requests.Response, run: Run, history: History, on_event: Any) -> None:
+    """Parse and apply the events of one response until the run's terminal event or a dropped stream."""
+    try:
         for data in sse_records(response):
             raw = json.loads(data)
             with warnings.catch_warnings():
@@ -173,11 +172,45 @@ def one_run(url: str, token: str, request: RunAgentInput, history: History, *, c
             run.problems += [f"{raw.get('type')}: {path} is outside the schema" for path in extra_members(event)]
             run.events.append(event)
             history.apply(event)
-            if cancel_it and event.type == "CUSTOM" and event.name == "iac-code.session.v1":
-                cancel(url, token, request.thread_id, event.value)
-            if event.type in ("RUN_FINISHED", "RUN_ERROR"):
+            on_event(event)
+            if ended(run):
+                return
+    except requests.RequestException:
+        return  # a dropped connection: the caller reattaches
+
+
+def one_run(url: str, token: str, request: RunAgentInput, history: History, *, cancel_it: bool) -> Run:
+    """POST the run; if its stream drops before the terminal event, reattach (docs/design.md#reattach)
+    with ``Last-Event-ID`` (the bridge numbers a run's events by position) and read on."""
+    run = Run()
+    body = request.model_dump_json(by_alias=True, exclude_none=True)
+    auth = {"Authorization": f"Bearer {token}"}
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **auth}
+    ros = request.forwarded_props["iacCode"]["rosInvocationId"]
+
+    def on_event(event: Any) -> None:
+        if cancel_it and event.type == "CUSTOM" and event.name == "iac-code.session.v1":
+            cancel(url, token, request.thread_id, event.value)
+
+    with requests.post(url, data=body, headers=headers, stream=True, timeout=(5, 60)) as response:
+        run.status = response.status_code
+        if response.status_code != 200:
+            run.problems.append(f"HTTP {response.status_code}: {response.text[:300]}")
+            return run
+        read_events(response, run, history, on_event)
+    route = f"{url}extensions/iac-code/v1/threads/{request.thread_id}/runs/{request.run_id}/events"
+    for _ in range(3):
+        if ended(run) or not run.events:
+            break
+        run.reattached += 1
+        cursor = {"Last-Event-ID": str(len(run.events)), "Ros-Invocation-Id": ros, "Accept": "text/event-stream"}
+        with requests.get(route, params={"rosInvocationId": ros}, headers={**auth, **cursor}, stream=True,
+                          timeout=(5, 60)) as response:  # fmt: skip
+            if response.status_code != 200:
+                run.problems.append(f"reattach: HTTP {response.status_code}: {response.text[:300]}")
                 break
-    if run.terminal is None or run.terminal.type not in ("RUN_FINISHED", "RUN_ERROR"):
+            read_events(response, run, history, on_event)
+    if not ended(run):
         run.problems.append("the stream ended without a terminal event")
     return run
 

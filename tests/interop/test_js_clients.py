@@ -127,3 +127,14 @@ def test_the_reattaching_agent_turns_a_cut_run_into_one_uninterrupted_run(node: 
     first = result["runs"][0]
     assert first["reattached"] == 1 and first["httpStatus"] == [200, 200], result
     assert first["types"].count("RUN_STARTED") == 1, result
+
+
+def test_copilotkit_holding_the_reattaching_agent_relays_a_cut_run_as_one_run(node: str, bridge: Bridge) -> None:
+    """The cut is between the runtime and the bridge: the browser's client must not notice it."""
+    scenario = BY_NAME["mixed"]
+    with cutting_proxy(bridge.server.url, CUTS["mixed"]) as proxy:
+        jobs = [scenario.job()]
+        result = drive(node, "copilotkit", bridge.server.url, bridge.token, bridge.workspace, jobs, agentUrl=proxy.url)
+        assert proxy.cuts == 1, result
+    assert_played(result["mixed"], scenario)
+    assert result["mixed"]["runs"][0]["types"].count("RUN_STARTED") == 1

@@ -85,12 +85,6 @@ import { HttpAgent, buildResumeArray, isInterruptExpired } from "@ag-ui/client";
 // The client reads this at call time; make sure nothing silences its warnings.
 delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
 
-// Same conventions as verify_streams.mjs: the only enforcement warnings agui-bridge produces on
-// purpose are RUN_ERROR's extra threadId/runId
-// (docs/design.md#decision-balanced-spans-and-strict-framing).
-const ALLOWED_ENFORCE_WARNINGS = [
-  /^\[ag-ui\]\[enforce\] Removed unrecognised material at '\/(threadId|runId)' on RUN_ERROR\./,
-];
 const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
 
 const FLOWS = {
@@ -157,10 +151,10 @@ function parseArgs(argv) {
   return opts;
 }
 
+// Same conventions as verify_streams.mjs: every `[ag-ui]` warning is a deviation, a member stripped
+// from a standard event ("Removed unrecognised material") included (docs/design.md#decision-agui-1-0-clients).
 function isDeviation(message) {
-  if (!message.startsWith("[ag-ui]")) return false;
-  if (message.startsWith("[ag-ui][enforce]")) return !ALLOWED_ENFORCE_WARNINGS.some((re) => re.test(message));
-  return true;
+  return message.startsWith("[ag-ui]");
 }
 
 function describeError(err) {

@@ -16,7 +16,7 @@ from agui_bridge.projection.pipeline import (
 )
 from agui_bridge.projection.projector import RunProjector
 from tests.agui_checks import event_types
-from tests.unit.test_emitted_ids import demo_pipeline_payloads, project
+from tests.emitted_streams import demo_pipeline_payloads, project
 
 THREAD = "thread-1"
 

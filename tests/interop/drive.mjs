@@ -285,6 +285,7 @@ async function withReattachingAgent(job, scenario) {
   // The subscriber must see one uninterrupted run: the wire is the stitched legs, and the SSE ids
   // the bridge gave (1..n) are exactly the positions the agent counted.
   // ... and exactly the run the bridge recorded: every event once, in order (the record, read whole).
+  const followed = [];
   const { runs } = await playScenario(agent, job, scenario, wire, problems, async (run, params, forwardedProps) => {
     const found = [];
     if (agent.lastEventId !== run.events.length) found.push(`lastEventId ${agent.lastEventId} != ${run.events.length} events`);
@@ -296,9 +297,22 @@ async function withReattachingAgent(job, scenario) {
     if (!isDeepStrictEqual(run.events, recorded)) {
       found.push(`the subscriber saw ${run.events.length} events, the bridge recorded ${recorded.length} (HTTP ${response.status}), or they differ`);
     }
+    followed.push({ runId: params.runId, forwardedProps, events: run.events });
     return found;
   });
-  return { runs, problems };
+  // The connect() seam: a fresh agent (a reloaded page) follows each run from its first event.
+  for (const [n, run] of followed.entries()) {
+    const fresh = new ReattachingHttpAgent({ url: job.url, headers: { Authorization: `Bearer ${job.token}` } });
+    fresh.threadId = agent.threadId;
+    const seen = [];
+    try {
+      await fresh.connectAgent({ runId: run.runId, forwardedProps: run.forwardedProps }, { onEvent: ({ event }) => seen.push(event) });
+    } catch (e) {
+      problems.push(`connectAgent to run ${n + 1}: ${describe(e)}`);
+    }
+    if (!isDeepStrictEqual(seen, run.events)) problems.push(`connectAgent to run ${n + 1} saw ${seen.length} events, the run had ${run.events.length}, or they differ`);
+  }
+  return { runs, problems, connected: followed.length };
 }
 
 async function startRuntime(job, bridgeWire) {

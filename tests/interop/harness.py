@@ -121,14 +121,17 @@ def drive(
     job = {"client": client, "url": url, "token": token, "cwd": str(cwd), "timeoutS": RUN_TIMEOUT_S, "scenarios": jobs}
     job.update(extra)
     proc = run_node(node, DRIVER, job, timeout_s=60 + 20 * len(jobs))
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
+    stray = []  # anything else a client or the runtime printed (a logger writing to stdout, a warning)
     for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            result = json.loads(line)
-            results[result["scenario"]] = result
-    assert proc.returncode == 0 and len(results) == len(jobs), (
-        f"driver exit {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
-    )
+        parsed = json.loads(line) if line.startswith("{") else None
+        if isinstance(parsed, dict) and "scenario" in parsed:
+            results[parsed["scenario"]] = parsed
+        else:
+            stray.append(line)
+    why = f"driver exit {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0 and len(results) == len(jobs), why
+    assert stray == [] and proc.stderr == "", why
     return results
 
 

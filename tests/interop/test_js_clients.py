@@ -6,7 +6,8 @@
 * ``@copilotkit/runtime`` relaying to the bridge (its ``CopilotRuntime`` holding an ``HttpAgent``),
   driven by ``@copilotkit/core``'s ``ProxiedCopilotRuntimeAgent`` over the runtime's REST routes, and
   its ``connect`` replay on a fresh client.
-* ``clients/typescript/reattaching-http-agent.ts`` through a proxy that cuts the stream mid-run.
+* ``clients/typescript/reattaching-http-agent.ts`` through a proxy that cuts the stream mid-run, and
+  its ``connectAgent`` following each run afresh; CopilotKit's runtime holding it, cut from the bridge.
 
 One Node process per client plays every scenario (``drive.mjs``); each test reads its scenario's line.
 The driver compares each run's subscriber events with the events on the wire to that client and
@@ -127,6 +128,8 @@ def test_the_reattaching_agent_turns_a_cut_run_into_one_uninterrupted_run(node: 
     first = result["runs"][0]
     assert first["reattached"] == 1 and first["httpStatus"] == [200, 200], result
     assert first["types"].count("RUN_STARTED") == 1, result
+    # Its connect() seam: a fresh agent's connectAgent followed every run from its first event.
+    assert result["connected"] == len(scenario.outcomes), result
 
 
 def test_copilotkit_holding_the_reattaching_agent_relays_a_cut_run_as_one_run(node: str, bridge: Bridge) -> None:

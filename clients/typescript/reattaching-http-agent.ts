@@ -91,6 +91,11 @@ export class ReattachingHttpAgent extends HttpAgent {
     return this.follow(input, () => super.run(input));
   }
 
+  connectAgent(...args: Parameters<HttpAgent["connectAgent"]>): ReturnType<HttpAgent["connectAgent"]> {
+    this.abortController = new AbortController(); // as runAgent does: abortRun() stops this follow only
+    return super.connectAgent(...args);
+  }
+
   protected connect(input: RunAgentInput): Observable<BaseEvent> {
     return this.follow(input, () => this.eventsAfter(input, 0, requestedInvocationId(input)));
   }
@@ -164,6 +169,7 @@ export class ReattachingHttpAgent extends HttpAgent {
         const delay = this.reattachDelayMs * 2 ** failedAttempts;
         failedAttempts += 1;
         timer = setTimeout(() => {
+          if (this.abortController.signal.aborted) return subscriber.error(new DOMException("aborted", "AbortError"));
           this.reattachCount += 1;
           leg(() => this.eventsAfter(input, this.lastEventId, rosInvocationId));
         }, delay);

@@ -148,6 +148,12 @@ export function answerFromSchema(schema, prefer = {}) {
 // ---------------------------------------------------------------------------------------------------
 // One scenario: the first run, then one resume per interrupt outcome, until the run does not pause.
 
+/** An id of the input cap's length (200 characters) when the scenario asks for long ids, else a UUID. */
+function idFor(scenario, prefix) {
+  const id = `${prefix}-${randomUUID()}`;
+  return scenario.longIds ? `${id}-${"x".repeat(200)}`.slice(0, 200) : id;
+}
+
 function forwardedPropsFor(job, scenario, rosInvocationId) {
   return { iacCode: { schemaVersion: 1, rosInvocationId, cwd: job.cwd, ...(scenario.iacCode ?? {}) } };
 }
@@ -240,7 +246,7 @@ async function playScenario(agent, job, scenario, wire, problems, extraCheck) {
   const runs = [];
   let resume;
   for (let n = 0; n < MAX_RUNS; n += 1) {
-    const params = { runId: randomUUID(), forwardedProps, ...(resume ? { resume } : {}) };
+    const params = { runId: idFor(scenario, "run"), forwardedProps, ...(resume ? { resume } : {}) };
     const run = await oneRun(agent, params, job, scenario, wire);
     const wireEvents = run.legs.flatMap((leg) => leg.events);
     const found = runProblems(run, wireEvents).concat(extraCheck ? await extraCheck(run, params, forwardedProps) : []);
@@ -264,6 +270,7 @@ async function withHttpAgent(job, scenario) {
   const agent = new HttpAgent({
     url: job.url,
     headers: { Authorization: `Bearer ${job.token}` },
+    threadId: idFor(scenario, "thread"),
     initialMessages: [{ id: `message-${randomUUID()}`, role: "user", content: scenario.text }],
     fetch: recordingFetch(wire),
   });
@@ -334,7 +341,7 @@ async function withCopilotKit(job, scenario, runtime) {
   const wire = [];
   const problems = [];
   const before = runtime.bridgeWire.length;
-  const threadId = randomUUID();
+  const threadId = idFor(scenario, "thread");
   const agent = new ProxiedCopilotRuntimeAgent({
     runtimeUrl: runtime.runtimeUrl,
     agentId: "bridge",

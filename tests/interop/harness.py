@@ -38,6 +38,7 @@ class Scenario:
     iac_code: dict[str, Any] = field(default_factory=dict)
     prefer: dict[str, Any] = field(default_factory=dict)
     cancel: bool = False  # cancel the execution through the bridge as soon as its session event arrives
+    long_ids: bool = False  # threadId and runIds of the input cap's length (200 characters)
 
     def job(self) -> dict[str, Any]:
         return {
@@ -46,6 +47,7 @@ class Scenario:
             "iacCode": self.iac_code,
             "prefer": self.prefer,
             "cancel": self.cancel,
+            "longIds": self.long_ids,
         }
 
 
@@ -64,6 +66,15 @@ SCENARIOS = (
     Scenario("choose", "choose one of the candidates", ("interrupt", "success")),
     # The candidate selection, then the sideband permission of the deploy step, then the end.
     Scenario("pipeline", "deploy a small web app", ("interrupt", "interrupt", "success"), PIPELINE, ALLOW),
+    # Every id the bridge derives from 200-character ids must come back in the history and be accepted.
+    Scenario(
+        "pipeline-long-ids",
+        "deploy a small web app",
+        ("interrupt", "interrupt", "success"),
+        PIPELINE,
+        ALLOW,
+        long_ids=True,
+    ),
     Scenario("fail", "please fail now", ("error:A2A_EXECUTION_FAILED",)),
     Scenario("cancel", "slow [SLOW 20]", ("error:CANCELLED",), cancel=True),
 )

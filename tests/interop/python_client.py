@@ -215,17 +215,28 @@ def one_run(url: str, token: str, request: RunAgentInput, history: History, *, c
     return run
 
 
+def long_id(prefix: str, long: bool) -> str:
+    """An id of the input cap's length (200 characters) when asked, else a UUID."""
+    value = f"{prefix}-{uuid.uuid4()}"
+    return (value + "-" + "x" * 200)[:200] if long else value
+
+
 def play(url: str, token: str, cwd: Path, text: str, iac_code: dict[str, Any], prefer: dict[str, Any], *,
-         cancel_it: bool = False) -> list[Run]:  # fmt: skip
+         cancel_it: bool = False, long_ids: bool = False) -> list[Run]:  # fmt: skip
     """The first run, then one resume per interrupt outcome, on one thread with a growing history."""
-    thread_id = str(uuid.uuid4())
+    thread_id = long_id("thread", long_ids)
     history = History(text)
     props = {"iacCode": {"schemaVersion": 1, "rosInvocationId": f"py-{uuid.uuid4()}", "cwd": str(cwd), **iac_code}}
     runs: list[Run] = []
     resume: list[ResumeEntry] | None = None
     for _ in range(MAX_RUNS):
         request = RunAgentInput.model_validate(
-            {"threadId": thread_id, "runId": str(uuid.uuid4()), "messages": history.messages, "forwardedProps": props}
+            {
+                "threadId": thread_id,
+                "runId": long_id("run", long_ids),
+                "messages": history.messages,
+                "forwardedProps": props,
+            }
         )
         request.protocol_version = PROTOCOL_VERSION
         request.resume = resume

@@ -51,6 +51,7 @@ def test_a_python_client_on_the_protocol_models_plays_every_scenario(bridge: Bri
         scenario.iac_code,
         scenario.prefer,
         cancel_it=scenario.cancel,
+        long_ids=scenario.long_ids,
     )
     problems = [f"run {n}: {problem}" for n, run in enumerate(runs, 1) for problem in run.problems]
     assert problems == [], problems

@@ -10,9 +10,9 @@ import os
 import sys
 
 from agui_bridge import create_app
+from agui_bridge.cli.doctor import startup_problems
 from agui_bridge.config import ConfigError
-from agui_bridge.doctor import startup_problems
-from agui_bridge.settings import settings_from_env
+from agui_bridge.config.settings import settings_from_env
 
 try:
     settings = settings_from_env(os.environ)

@@ -9,21 +9,21 @@ from typing import TYPE_CHECKING
 
 from flask import Flask, Response, g, request
 
-from agui_bridge import tracing
-from agui_bridge.a2a.client import A2AClient
-from agui_bridge.logs import configure_logging, reset_log_context
+from agui_bridge.config.settings import Settings, settings_from_env
+from agui_bridge.kernel.client import A2AClient
+from agui_bridge.observability import tracing
+from agui_bridge.observability.logs import configure_logging, reset_log_context
 from agui_bridge.runs.observer import NULL_OBSERVER, NullObserver
-from agui_bridge.runtime import select_runtime
-from agui_bridge.service import BridgeService
-from agui_bridge.settings import Settings, settings_from_env
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.runs.service import BridgeService
+from agui_bridge.store.store import ThreadStore
 from agui_bridge.web import capabilities_api, console_api, extension_api, health_api, reattach_api, run_api, status_api
 from agui_bridge.web.auth import guard_request
 from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.web.http_errors import register_error_handlers
+from agui_bridge.worker.runtime import select_runtime
 
 if TYPE_CHECKING:
-    from agui_bridge.metrics import PrometheusObserver
+    from agui_bridge.observability.metrics import PrometheusObserver
 
 DEFAULT_A2A_URL = "http://127.0.0.1:41242/"
 #: An incoming X-Request-Id is kept only if it cannot smuggle anything into a log line.
@@ -62,7 +62,7 @@ def _end_trace(error: BaseException | None) -> None:
 def _observer(settings: Settings) -> NullObserver | PrometheusObserver:
     if not settings.metrics_enabled:
         return NULL_OBSERVER
-    from agui_bridge.metrics import PrometheusObserver
+    from agui_bridge.observability.metrics import PrometheusObserver
 
     return PrometheusObserver()
 

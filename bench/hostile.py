@@ -69,9 +69,9 @@ def body_values() -> bytes:
 
 
 def body_allowed(cwd: str) -> bytes:
-    """The largest body every cap admits (agui_bridge.limits), with a fresh thread and run id."""
+    """The largest body every cap admits (agui_bridge.config.limits), with a fresh thread and run id."""
     sys.path.insert(0, str(h.REPO_ROOT))
-    from agui_bridge import limits
+    from agui_bridge.config import limits
 
     messages: list[dict[str, Any]] = []
     for index in range(limits.MAX_MESSAGES - 1):

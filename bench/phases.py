@@ -101,9 +101,9 @@ def _wrap_first(phase: str, *candidates: tuple[str, str, tuple[str, ...]]) -> bo
 
 def instrument() -> dict[str, bool]:
     """Wrap every phase's functions that exist in the version on the path."""
-    import agui_bridge.service as service
+    import agui_bridge.runs.service as service
     import agui_bridge.web.run_api as run_api
-    from agui_bridge.a2a.client import A2AClient
+    from agui_bridge.kernel.client import A2AClient
     from agui_bridge.runs import stream as stream_mod
     from agui_bridge.runs.ledger import RunLedger
 
@@ -192,7 +192,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from agui_bridge.app import create_app
-    from agui_bridge.settings import Settings
+    from agui_bridge.config.settings import Settings
 
     found = instrument()
     settings = Settings(

@@ -188,10 +188,10 @@ def throughput(a2a_url: str, root: Path, workers: int, clients: int, rounds: int
 def emitter_cost(events: int = 200_000, batch: int = 32) -> dict[str, Any]:
     """CPU per shown event in the emitter with and without the run record (the bridge's own cost; the
     demo agent bounds the end-to-end case above)."""
+    from agui_bridge.protocol import events as ev
+    from agui_bridge.reattach.record import RecordHead, RunRecord
     from agui_bridge.runs.emit import Emitter
     from agui_bridge.runs.observer import NULL_OBSERVER
-    from agui_bridge.state.replay import RecordHead, RunRecord
-    from agui_bridge.wire import events as ev
 
     batches = [[ev.text_content("m", f"delta {i} of a streamed answer ") for i in range(batch)]] * (events // batch)
     out: dict[str, Any] = {}

@@ -44,8 +44,8 @@ sys.path.insert(0, str(REPO))
 from reattach import TOKEN, bridge, pct  # noqa: E402
 
 from agui_bridge.demo.testing import running_demo_agent  # noqa: E402
-from agui_bridge.state.replay import RecordHead, ensure_replay_dir, record_paths, ros_digest  # noqa: E402
-from agui_bridge.wire.sse import encode_numbered  # noqa: E402
+from agui_bridge.protocol.sse import encode_numbered  # noqa: E402
+from agui_bridge.reattach.record import RecordHead, ensure_replay_dir, record_paths, ros_digest  # noqa: E402
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "bench-hostile"

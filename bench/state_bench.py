@@ -1,4 +1,4 @@
-"""State benchmark: admission, commits and lock contention of `agui_bridge.state` (bench only).
+"""State benchmark: admission, commits and lock contention of `agui_bridge.store` (bench only).
 
 Imports agui_bridge (never modifies it) and times, in this plain process (thread back-end: the same
 syscalls the gevent worker makes, where each of them also stalls the hub):
@@ -49,9 +49,9 @@ from agui_bridge.projection.interrupts import build_interrupt
 from agui_bridge.runs.admission import RunTicket, admit_run
 from agui_bridge.runs.digest import request_digest
 from agui_bridge.runs.ledger import RunLedger
-from agui_bridge.state import model
-from agui_bridge.state.owner import current_owner, owner_is_alive
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store import model
+from agui_bridge.store.owner import current_owner, owner_is_alive
+from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 
 US = 1_000_000
@@ -185,7 +185,7 @@ def single_process(root: Path, n: int) -> dict[str, Any]:
     if hasattr(RunLedger, "renew"):  # per-run lease renewal (a locked, fsynced write per stream and interval)
         res["lease_renew"] = stats([timed(ledger.renew, now_ms(), 20_000) for ledger in ledgers])
     try:  # per-worker liveness beacon (one small write per worker and interval, whatever the stream count)
-        from agui_bridge.state.beacon import Beacons
+        from agui_bridge.worker.beacon import Beacons
     except ImportError:
         pass
     else:
@@ -283,7 +283,7 @@ def hub_costs(root: Path, n: int) -> dict[str, Any]:
     """Hub CPU per transaction (us, mean over n) and the writer's hand-off latency (runs patched)."""
     import gevent
 
-    from agui_bridge.state import writer as writer_mod
+    from agui_bridge.store import writer as writer_mod
 
     store = ThreadStore(root / "hub-state", lock_timeout_s=10)
     cwd = str(root)

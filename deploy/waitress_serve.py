@@ -18,7 +18,7 @@ from waitress import create_server
 
 from agui_bridge import create_app
 
-DRAIN_MARGIN_S = 10  # as agui_bridge.gunicorn_config
+DRAIN_MARGIN_S = 10  # as agui_bridge.worker.hooks
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from agui_bridge.settings import Settings
+from agui_bridge.config.settings import Settings
 from agui_bridge.testing import AguiClient, Upstream
 
 #: Fixtures and session hooks shared as plugins (instead of star imports).

@@ -11,12 +11,12 @@ import json
 from typing import Any
 
 from agui_bridge.a2a.signals import A2AEvent, unwrap
-from agui_bridge.a2a.sse_parser import SseParser
 from agui_bridge.demo import scenarios as sc
 from agui_bridge.demo.pipeline import PipelineRun
 from agui_bridge.projection.interrupts import build_interrupt, collect_inputs
 from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
+from agui_bridge.protocol.sse_parser import SseParser
 from tests.golden import transcript_bytes
 
 #: Keys whose string values are kernel ids (A2A bodies, iac_code metadata, Pipeline envelopes).

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_bridge.a2a.client import check_restore_reply
 from agui_bridge.a2a.port import A2APort, UpstreamStream
 from agui_bridge.a2a.signals import A2AEvent, A2ATransportError
+from agui_bridge.kernel.client import check_restore_reply
 
 __all__ = ["ScriptedA2A", "ScriptedStream", "streaming_a2a"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agui_bridge.a2a.signals import A2AEvent, decode_message
-from agui_bridge.a2a.sse_parser import SseParser
+from agui_bridge.protocol.sse_parser import SseParser
 
 TRANSCRIPTS_DIR = Path(__file__).resolve().parent / "fixtures" / "a2a-transcripts"
 

@@ -30,7 +30,7 @@ class _UnknownKeys(logging.Handler):
 def unknown_message_keys() -> Iterator[list[str]]:
     """The unknown keys translated during the test; clear it in a test that asks for one on purpose."""
     handler = _UnknownKeys()
-    logger = logging.getLogger("agui_bridge.i18n")
+    logger = logging.getLogger("agui_bridge.i18n.language")
     logger.addHandler(handler)
     try:
         yield handler.keys

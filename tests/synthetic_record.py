@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agui_bridge.state.replay import RecordHead, ensure_replay_dir, record_paths, ros_digest
-from agui_bridge.wire.sse import encode_numbered
+from agui_bridge.protocol.sse import encode_numbered
+from agui_bridge.reattach.record import RecordHead, ensure_replay_dir, record_paths, ros_digest
 
 OWNER = "host:1:1"
 

@@ -48,7 +48,7 @@ class A2APort(Protocol):
 
 
 if TYPE_CHECKING:  # mypy proves here that the real client satisfies the port
-    from agui_bridge.a2a.client import A2AClient
+    from agui_bridge.kernel.client import A2AClient
 
     def _real_client_is_a_port(client: A2AClient) -> A2APort:
         return client

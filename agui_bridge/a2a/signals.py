@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agui_bridge.a2a.errors import A2ABadReply, A2AError, A2ARpcError, A2ATransportError
-from agui_bridge.a2a.sse_parser import SseMessage, decode_data
+from agui_bridge.protocol.sse_parser import SseMessage, decode_data
 
 _WRAPPERS = ("task", "statusUpdate", "artifactUpdate", "message")
 

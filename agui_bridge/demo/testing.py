@@ -18,7 +18,7 @@ from pathlib import Path
 import requests
 
 from agui_bridge.demo.server import TOKEN_ENV
-from agui_bridge.outgoing import direct_session
+from agui_bridge.kernel.outgoing import direct_session
 
 READY_TIMEOUT_SECONDS = 20.0
 #: The directory holding the ``agui_bridge`` package, so the child imports this very checkout.

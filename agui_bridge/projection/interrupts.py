@@ -10,9 +10,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from agui_bridge.i18n import normalise_language, translate
+from agui_bridge.i18n.language import normalise_language, translate
 from agui_bridge.projection.values import integral, non_empty_str
-from agui_bridge.wire.ids import emitted_id
+from agui_bridge.protocol.ids import emitted_id
 
 INPUT_ALLOWED_KEYS = frozenset(
     {

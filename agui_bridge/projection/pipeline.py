@@ -17,9 +17,9 @@ from typing import Any
 
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.projection.values import non_empty_str
-from agui_bridge.wire import events as ev
-from agui_bridge.wire.events import Event
-from agui_bridge.wire.ids import emitted_id
+from agui_bridge.protocol import events as ev
+from agui_bridge.protocol.events import Event
+from agui_bridge.protocol.ids import emitted_id
 
 ACTIVITY_TYPE = "iac-code.pipeline.v1"
 

@@ -19,9 +19,9 @@ from typing import Any
 from agui_bridge.a2a.signals import A2AEvent
 from agui_bridge.projection.usage import UsageTotals
 from agui_bridge.projection.values import compact_json, integral, non_empty_str
-from agui_bridge.wire import events as ev
-from agui_bridge.wire.events import Event
-from agui_bridge.wire.ids import emitted_id
+from agui_bridge.protocol import events as ev
+from agui_bridge.protocol.events import Event
+from agui_bridge.protocol.ids import emitted_id
 
 _AGENT_ROLES = frozenset({"ROLE_AGENT", "agent", None})
 

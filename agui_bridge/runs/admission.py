@@ -10,7 +10,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agui_bridge import tracing
 from agui_bridge.errors import (
     DuplicateRunId,
     ExecutionLost,
@@ -20,9 +19,10 @@ from agui_bridge.errors import (
     ThreadBindingConflict,
     ThreadBusy,
 )
-from agui_bridge.state import model
-from agui_bridge.state.lease import HoldsRun, lease_is_live, run_key
-from agui_bridge.state.store import Durability, StateError, ThreadStore
+from agui_bridge.observability import tracing
+from agui_bridge.store import model
+from agui_bridge.store.lease import HoldsRun, lease_is_live, run_key
+from agui_bridge.store.store import Durability, StateError, ThreadStore
 from agui_bridge.validation.run_input import RunInput
 
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agui_bridge.errors import ExecutionNotFound, StateUnavailable
-from agui_bridge.state import model
-from agui_bridge.state.lease import LeaseCheck, lease_key
-from agui_bridge.state.store import StateError, ThreadStore
+from agui_bridge.store import model
+from agui_bridge.store.lease import LeaseCheck, lease_key
+from agui_bridge.store.store import StateError, ThreadStore
 
 
 class OwnerChannel(Protocol):

@@ -1,16 +1,16 @@
-"""What a stream needs from its worker: the collaborators `service.py` builds once per worker."""
+"""What a stream needs from its worker: the collaborators `runs/service.py` builds once per worker."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agui_bridge.a2a.client import A2AClient
+from agui_bridge.config.settings import Settings
+from agui_bridge.kernel.client import A2AClient
 from agui_bridge.runs.observer import NULL_OBSERVER, Outcome, RunObserver
 from agui_bridge.runs.registry import TrackedRun
-from agui_bridge.runtime import Runtime
-from agui_bridge.settings import Settings
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store.store import ThreadStore
+from agui_bridge.worker.runtime import Runtime
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,16 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from agui_bridge.config.settings import Settings
 from agui_bridge.errors import Cancelled
+from agui_bridge.protocol import events as ev
+from agui_bridge.reattach.record import RecordHead, RunRecord, record_budget, ros_digest
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.ending import RunEnd
 from agui_bridge.runs.observer import RunObserver
 from agui_bridge.runs.pump import Pacer
-from agui_bridge.runtime import Runtime
-from agui_bridge.settings import Settings
-from agui_bridge.state.replay import RecordHead, RunRecord, record_budget, ros_digest
-from agui_bridge.wire import events as ev
+from agui_bridge.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

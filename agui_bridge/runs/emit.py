@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from agui_bridge.protocol.events import Event
+from agui_bridge.protocol.sse import HEARTBEAT_FRAME, encode_numbered
 from agui_bridge.runs.observer import RunObserver
-from agui_bridge.wire.events import Event
-from agui_bridge.wire.sse import HEARTBEAT_FRAME, encode_numbered
 
 
 class FrameSink(Protocol):

@@ -14,7 +14,6 @@ import logging
 from enum import Enum
 from typing import Any
 
-from agui_bridge.a2a.client import A2AClient
 from agui_bridge.a2a.errors import A2ARpcError
 from agui_bridge.errors import (
     A2AExecutionFailed,
@@ -24,15 +23,16 @@ from agui_bridge.errors import (
     ExecutionExpired,
     StatePersistenceFailed,
 )
-from agui_bridge.i18n import translate
+from agui_bridge.i18n.language import translate
+from agui_bridge.kernel.client import A2AClient
 from agui_bridge.projection.projector import RunProjector
+from agui_bridge.protocol import events as ev
+from agui_bridge.protocol.events import Event
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.ledger import RunLedger
 from agui_bridge.runs.observer import Outcome, RunObserver
-from agui_bridge.runtime import Runtime
-from agui_bridge.state.store import StateError
-from agui_bridge.wire import events as ev
-from agui_bridge.wire.events import Event
+from agui_bridge.store.store import StateError
+from agui_bridge.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from agui_bridge import tracing
 from agui_bridge.a2a.errors import A2AError
 from agui_bridge.a2a.signals import A2AEvent
 from agui_bridge.errors import A2AExecutionFailed, A2AProtocolError, A2AUnavailable, BridgeError, Cancelled
-from agui_bridge.i18n import translate
-from agui_bridge.logs import bind_log_context
+from agui_bridge.i18n.language import translate
+from agui_bridge.observability import tracing
+from agui_bridge.observability.logs import bind_log_context
+from agui_bridge.protocol import events as ev
 from agui_bridge.runs.admission import GuidanceTicket
 from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.emit import Emitter
@@ -28,7 +29,6 @@ from agui_bridge.runs.observer import Outcome
 from agui_bridge.runs.pump import Pacer, Pump, Signal, StopRequested
 from agui_bridge.runs.upstream import Upstream, user_message_params
 from agui_bridge.validation.run_input import RunInput
-from agui_bridge.wire import events as ev
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from agui_bridge.runs.admission import RunTicket
-from agui_bridge.state import model
-from agui_bridge.state.lease import lease_key
-from agui_bridge.state.store import Durability, StateError, ThreadStore
+from agui_bridge.store import model
+from agui_bridge.store.lease import lease_key
+from agui_bridge.store.store import Durability, StateError, ThreadStore
 
 
 class LeaseLost(StateError):

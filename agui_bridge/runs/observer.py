@@ -1,6 +1,6 @@
 """What runs and the state store report for metrics, without knowing who listens (no prometheus here).
 
-`app.create_app` plugs in `agui_bridge.metrics.PrometheusObserver` when metrics are on; everything
+`app.create_app` plugs in `agui_bridge.observability.metrics.PrometheusObserver` when metrics are on; everything
 else (tests, legacy hosts with metrics off) gets the no-op observer.
 """
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import time
 from collections.abc import Generator
 
-from agui_bridge import tracing
 from agui_bridge.a2a import messages as a2a_messages
-from agui_bridge.a2a.client import A2AClient
 from agui_bridge.a2a.signals import TERMINAL_STATES, A2AEvent
 from agui_bridge.errors import A2AProtocolError, BridgeError
+from agui_bridge.kernel.client import A2AClient
+from agui_bridge.observability import tracing
 from agui_bridge.projection.interrupts import collect_inputs
+from agui_bridge.protocol import events as ev
+from agui_bridge.protocol.events import Event
 from agui_bridge.runs import resume_plan
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.emit import Emitter
@@ -28,11 +30,9 @@ from agui_bridge.runs.observer import RunObserver
 from agui_bridge.runs.pump import Pacer
 from agui_bridge.runs.turn import RunTurn
 from agui_bridge.runs.upstream import Upstream
-from agui_bridge.state import model
-from agui_bridge.state.store import StateError
+from agui_bridge.store import model
+from agui_bridge.store.store import StateError
 from agui_bridge.validation.run_input import RunInput
-from agui_bridge.wire import events as ev
-from agui_bridge.wire.events import Event
 
 
 class ResumePreflight:

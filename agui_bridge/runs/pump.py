@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 
 from agui_bridge.errors import A2AUnavailable, Cancelled
 from agui_bridge.runs.upstream import Item, UnaryAccepted, Upstream
-from agui_bridge.runtime import Empty, Runtime, TaskHandle
-from agui_bridge.start_gate import OPEN_WAIT_S
+from agui_bridge.worker.runtime import Empty, Runtime, TaskHandle
+from agui_bridge.worker.start_gate import OPEN_WAIT_S
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ process still streams. Usually a process holds one app, but the in-process test 
 legacy host mounting the app twice) may hold several; their streams all belong to the same owner,
 so the registry that feeds the beacon and routes cancel requests is per process, not per app.
 
-Runs are registered under their run key (executionId/runId, `state/lease.py`): two threads may
+Runs are registered under their run key (executionId/runId, `store/lease.py`): two threads may
 both use runId `run-1`, and the end of one must never unregister the other. A removal names the
 stream it removes, so a run that ends after its successor on the same execution (a resume sent
 right after RUN_FINISHED) cannot unregister that successor.

@@ -22,7 +22,7 @@ from agui_bridge.errors import (
 from agui_bridge.projection.interrupts import InputRequest, build_interrupt, option_title, response_schema
 from agui_bridge.projection.values import non_empty_str
 from agui_bridge.runs.digest import request_digest
-from agui_bridge.state import model
+from agui_bridge.store import model
 from agui_bridge.validation.answers import conforms
 from agui_bridge.validation.run_input import ResumeAnswer
 

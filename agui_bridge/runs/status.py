@@ -16,9 +16,9 @@ from typing import Any
 from agui_bridge.errors import ExecutionNotFound
 from agui_bridge.projection.interrupts import build_interrupt
 from agui_bridge.runs.cancel import read_known_thread
-from agui_bridge.state.lease import LeaseCheck, lease_is_live
-from agui_bridge.state.model import PendingInterrupt, RunLease, ThreadState, format_rfc3339_ms
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store.lease import LeaseCheck, lease_is_live
+from agui_bridge.store.model import PendingInterrupt, RunLease, ThreadState, format_rfc3339_ms
+from agui_bridge.store.store import ThreadStore
 
 
 def announced_interrupt(entry: PendingInterrupt) -> dict[str, Any]:

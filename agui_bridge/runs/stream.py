@@ -22,13 +22,16 @@ from collections.abc import Iterator
 from itertools import chain
 from typing import Any
 
-from agui_bridge import tracing
 from agui_bridge.a2a.errors import A2AError
 from agui_bridge.a2a.signals import TERMINAL_STATES
 from agui_bridge.errors import A2AUnavailable, BridgeError, ErrorCode
-from agui_bridge.logs import bind_log_context
+from agui_bridge.observability import tracing
+from agui_bridge.observability.logs import bind_log_context
 from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
+from agui_bridge.protocol import events as ev
+from agui_bridge.protocol.events import Event
+from agui_bridge.reattach.record import RunRecord
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.detach import Detacher
@@ -41,11 +44,8 @@ from agui_bridge.runs.preflight import ResumePreflight
 from agui_bridge.runs.pump import ClientGone, Pacer, Pump, Signal, StopRequested
 from agui_bridge.runs.turn import RunTurn
 from agui_bridge.runs.upstream import Item, SendOpened, UnaryAccepted, Upstream, user_message_params
-from agui_bridge.runtime import TaskHandle
-from agui_bridge.state.replay import RunRecord
 from agui_bridge.validation.run_input import RunInput
-from agui_bridge.wire import events as ev
-from agui_bridge.wire.events import Event
+from agui_bridge.worker.runtime import TaskHandle
 
 log = logging.getLogger(__name__)
 

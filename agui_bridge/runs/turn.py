@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import logging
 
-from agui_bridge.a2a.client import A2AClient
 from agui_bridge.a2a.errors import A2AError
 from agui_bridge.a2a.messages import session_id_of
 from agui_bridge.a2a.signals import TERMINAL_STATES, A2AEvent
 from agui_bridge.errors import A2AProtocolError
+from agui_bridge.kernel.client import A2AClient
 from agui_bridge.projection.interrupts import InputRequest, build_interrupt, collect_inputs
 from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
+from agui_bridge.protocol import events as ev
+from agui_bridge.protocol.events import Event
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.ending import RunEnd, RunEnded
 from agui_bridge.runs.ledger import RunLedger
 from agui_bridge.runs.observer import RunObserver
 from agui_bridge.runs.resume_plan import PreparedAnswer
-from agui_bridge.state import model
-from agui_bridge.state.store import StateError
-from agui_bridge.wire import events as ev
-from agui_bridge.wire.events import Event
+from agui_bridge.store import model
+from agui_bridge.store.store import StateError
 
 log = logging.getLogger(__name__)
 

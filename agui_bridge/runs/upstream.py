@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agui_bridge.a2a import messages as a2a_messages
-from agui_bridge.a2a.client import A2AClient, A2AStream
 from agui_bridge.a2a.errors import A2AError, A2ARpcError, A2ATransportError
 from agui_bridge.a2a.signals import ENDING_STATES, A2AEvent
 from agui_bridge.errors import A2AUnavailable
+from agui_bridge.kernel.client import A2AClient, A2AStream
 from agui_bridge.runs.failures import AnswerRejected
 from agui_bridge.runs.resume_plan import SendPlan
 from agui_bridge.validation.content import user_message_parts

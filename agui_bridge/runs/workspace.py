@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from agui_bridge import limits
+from agui_bridge.config import limits
 from agui_bridge.errors import InvalidInput
 
 CWD_POINTER = "/forwardedProps/iacCode/cwd"

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 
 from agui_bridge.errors import InvalidInput
-from agui_bridge.message_keys import MessageKey
+from agui_bridge.i18n.message_keys import MessageKey
 
 __all__ = ["check_addressable_ids", "run_id_problem", "thread_id_problem"]
 

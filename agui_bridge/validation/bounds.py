@@ -1,4 +1,4 @@
-"""Cheap, bounded checks of a decoded body against `agui_bridge.limits`, before any schema work.
+"""Cheap, bounded checks of a decoded body against `agui_bridge.config.limits`, before any schema work.
 
 The walk is iterative (no recursion, so no RecursionError however deep the body) and stops at the
 first cap exceeded, so it never costs more than MAX_JSON_VALUES steps. Values of the wrong type are
@@ -11,9 +11,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agui_bridge import limits
+from agui_bridge.config import limits
 from agui_bridge.errors import InvalidInput
-from agui_bridge.message_keys import MessageKey
+from agui_bridge.i18n.message_keys import MessageKey
 from agui_bridge.validation.field_errors import display_path, pointer_from_tokens
 
 __all__ = ["check_body_bounds", "check_id", "check_json_shape", "check_run_input_bounds", "prescan_json_text"]

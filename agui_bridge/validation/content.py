@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from agui_bridge.errors import InvalidInput
-from agui_bridge.message_keys import MessageKey
+from agui_bridge.i18n.message_keys import MessageKey
 
 __all__ = [
     "ALLOWED_IMAGE_TYPES",

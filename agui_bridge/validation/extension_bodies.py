@@ -14,9 +14,9 @@ from typing import Any, Final
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load
 
-from agui_bridge import limits
+from agui_bridge.config import limits
 from agui_bridge.errors import InvalidInput
-from agui_bridge.message_keys import MessageKey as K
+from agui_bridge.i18n.message_keys import MessageKey as K
 from agui_bridge.validation.addressable import thread_id_problem
 from agui_bridge.validation.field_errors import first_error, rule
 

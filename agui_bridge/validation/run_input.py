@@ -15,7 +15,7 @@ from typing import Any
 from marshmallow import ValidationError
 
 from agui_bridge.errors import InvalidInput
-from agui_bridge.message_keys import MessageKey
+from agui_bridge.i18n.message_keys import MessageKey
 from agui_bridge.validation.common_shape import accept_common_shape
 from agui_bridge.validation.field_errors import first_error
 from agui_bridge.validation.results import (

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Final
 
 from marshmallow import fields, post_load
 
-from agui_bridge.message_keys import MessageKey as K
+from agui_bridge.i18n.message_keys import MessageKey as K
 from agui_bridge.validation.addressable import run_id_problem, thread_id_problem
 from agui_bridge.validation.field_errors import rule
 from agui_bridge.validation.results import (

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from marshmallow import EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load
 
-from agui_bridge.message_keys import MessageKey as K
+from agui_bridge.i18n.message_keys import MessageKey as K
 from agui_bridge.validation.field_errors import Rule, rule, snake_case
 
 __all__ = [

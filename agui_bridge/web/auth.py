@@ -13,9 +13,9 @@ import hmac
 
 from flask import request
 
+from agui_bridge.config.loopback import is_loopback_host_header
+from agui_bridge.config.settings import Settings
 from agui_bridge.errors import HostNotAllowed, Unauthorized
-from agui_bridge.loopback import is_loopback_host_header
-from agui_bridge.settings import Settings
 
 #: Endpoints anyone may call: liveness for probes and load balancers.
 OPEN_ENDPOINTS = frozenset({"health.health"})

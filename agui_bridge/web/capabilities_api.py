@@ -1,7 +1,7 @@
 """`GET /extensions/iac-code/v1/capabilities`: what this server supports (issue 16).
 
 Authenticated like the other extensions (the bearer token when one is configured; the 401 is
-localised from Accept-Language). The document is built by `agui_bridge.capabilities` from the
+localised from Accept-Language). The document is built by `agui_bridge.runs.capabilities` from the
 settings this worker runs with.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, g, jsonify, request
 
-from agui_bridge.capabilities import build_capabilities
-from agui_bridge.i18n import language_from_accept
+from agui_bridge.i18n.language import language_from_accept
+from agui_bridge.runs.capabilities import build_capabilities
 from agui_bridge.web.auth import check_bearer
 from agui_bridge.web.context import get_service
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import current_app
 
-from agui_bridge.service import BridgeService
+from agui_bridge.runs.service import BridgeService
 
 EXTENSION_KEY = "agui_bridge"
 

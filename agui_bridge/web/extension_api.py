@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from agui_bridge import limits
+from agui_bridge.config import limits
 from agui_bridge.errors import ExecutionNotFound
 from agui_bridge.validation.extension_bodies import CANCEL_BODY, CancelRequest, load_extension_body
 from agui_bridge.web.context import get_service

@@ -9,7 +9,7 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from agui_bridge.errors import BridgeError, ServiceUnavailable
-from agui_bridge.i18n import language_from_accept, translate
+from agui_bridge.i18n.language import language_from_accept, translate
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from agui_bridge.metrics import render
+from agui_bridge.observability.metrics import render
 from agui_bridge.web.auth import check_bearer
 from agui_bridge.web.context import get_service
 

@@ -12,12 +12,12 @@ from typing import Protocol
 
 from flask import Blueprint, Response, request
 
-from agui_bridge.runs.reattach import Reattach, follow, open_reattach, parse_cursor
-from agui_bridge.service import bound_client_socket, release_client_socket
+from agui_bridge.protocol.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
+from agui_bridge.reattach.follow import Reattach, follow, open_reattach, parse_cursor
+from agui_bridge.runs.service import bound_client_socket, release_client_socket
 from agui_bridge.validation.addressable import check_addressable_ids
 from agui_bridge.web.context import get_service
 from agui_bridge.web.http_errors import request_language
-from agui_bridge.wire.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
 
 bp = Blueprint("iac_code_reattach", __name__)
 

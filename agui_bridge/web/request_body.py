@@ -16,15 +16,15 @@ from typing import IO, Any, Literal, TypeVar
 from flask import g, request
 from werkzeug.exceptions import ClientDisconnected
 
-from agui_bridge import limits
+from agui_bridge.config import limits
+from agui_bridge.config.settings import Settings
 from agui_bridge.errors import InvalidInput, InvalidJson, RequestTooLarge, UnsupportedMediaType
-from agui_bridge.i18n import language_from_accept
-from agui_bridge.message_keys import MessageKey
-from agui_bridge.runtime import OffHubPool, socket_is_patched
-from agui_bridge.settings import Settings
+from agui_bridge.i18n.language import language_from_accept
+from agui_bridge.i18n.message_keys import MessageKey
 from agui_bridge.validation.bounds import check_body_bounds, prescan_json_text
 from agui_bridge.validation.run_input import prevalidate
 from agui_bridge.web.auth import check_bearer
+from agui_bridge.worker.runtime import OffHubPool, socket_is_patched
 
 _CHUNK = 64 * 1024
 SLOW_UPLOAD_KEY = MessageKey.REQUEST_BODY_TOO_SLOW

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, g, request
 
-from agui_bridge.i18n import normalise_language
-from agui_bridge.message_keys import MessageKey
-from agui_bridge.start_gate import admission_slot
+from agui_bridge.i18n.language import normalise_language
+from agui_bridge.i18n.message_keys import MessageKey
+from agui_bridge.protocol.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
 from agui_bridge.validation.run_input import raw_preferred_language
 from agui_bridge.web.context import get_service
 from agui_bridge.web.request_body import decode_run_body, read_json_object
-from agui_bridge.wire.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
+from agui_bridge.worker.start_gate import admission_slot
 
 bp = Blueprint("agui", __name__)
 

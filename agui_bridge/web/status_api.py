@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from agui_bridge import limits
+from agui_bridge.config import limits
 from agui_bridge.errors import ExecutionNotFound
+from agui_bridge.protocol.events import now_ms
 from agui_bridge.runs.status import thread_status
 from agui_bridge.validation.addressable import check_addressable_ids
 from agui_bridge.validation.extension_bodies import STATUS_BODY, StatusRequest, load_extension_body
 from agui_bridge.web.context import get_service
 from agui_bridge.web.request_body import read_extension_body
-from agui_bridge.wire.events import now_ms
 
 bp = Blueprint("iac_code_status", __name__)
 

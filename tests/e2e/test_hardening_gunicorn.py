@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from agui_bridge import limits
+from agui_bridge.config import limits
 from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e

@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 import requests
 
-from agui_bridge.i18n import translate
-from agui_bridge.state.replay import RecordReader, record_paths
-from agui_bridge.wire.events import ARTIFACT_EVENT, TOOL_PROGRESS_EVENT
+from agui_bridge.i18n.language import translate
+from agui_bridge.protocol.events import ARTIFACT_EVENT, TOOL_PROGRESS_EVENT
+from agui_bridge.reattach.record import RecordReader, record_paths
 from tests.agui_checks import assert_valid_agui_stream, parse_sse
 from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body, wait_for_task_state
 

@@ -29,9 +29,9 @@ import pytest
 import requests
 
 from agui_bridge.demo.testing import running_demo_agent
-from agui_bridge.state import model
-from agui_bridge.state.keys import thread_file_stem
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store import model
+from agui_bridge.store.keys import thread_file_stem
+from agui_bridge.store.store import ThreadStore
 from tests.agui_checks import assert_valid_agui_stream, event_types
 from tests.bridge_harness import (
     BridgeServer,

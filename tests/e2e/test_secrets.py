@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from agui_bridge.app import create_app
+from agui_bridge.config.settings import Settings
 from agui_bridge.demo.testing import free_port
-from agui_bridge.settings import Settings
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store.store import ThreadStore
 from tests.agui_checks import assert_valid_agui_stream
 from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body
 from tests.state_checks import Secrets, assert_documented_document, assert_state_clean, leaks

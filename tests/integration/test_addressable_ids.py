@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from agui_bridge.i18n import translate
-from agui_bridge.settings import Settings
-from agui_bridge.state.replay import existing_record_paths, record_name, record_paths
-from agui_bridge.state.replay_format import legacy_record_name
+from agui_bridge.config.settings import Settings
+from agui_bridge.i18n.language import translate
+from agui_bridge.reattach.format import legacy_record_name
+from agui_bridge.reattach.record import existing_record_paths, record_name, record_paths
 from tests.agui_checks import parse_sse
 from tests.bridge_harness import new_thread_id, run_body
 

@@ -14,9 +14,9 @@ from ag_ui.core import AgentCapabilities
 from pydantic import BaseModel
 
 from agui_bridge.app import create_app
-from agui_bridge.i18n import SUPPORTED, translate
-from agui_bridge.settings import Settings
-from agui_bridge.wire import events as ev
+from agui_bridge.config.settings import Settings
+from agui_bridge.i18n.language import SUPPORTED, translate
+from agui_bridge.protocol import events as ev
 
 PATH = "/extensions/iac-code/v1/capabilities"
 

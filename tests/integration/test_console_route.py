@@ -9,7 +9,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from agui_bridge.app import create_app
-from agui_bridge.settings import Settings, settings_from_env
+from agui_bridge.config.settings import Settings, settings_from_env
 
 PAGES = {
     "/console": "text/html; charset=utf-8",

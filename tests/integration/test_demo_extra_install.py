@@ -62,11 +62,11 @@ def test_the_demo_extra_pulls_the_demo_dependencies(fresh_pip: tuple[Path, Path]
 
 
 def test_the_installed_package_ships_the_message_catalogues(fresh_pip: tuple[Path, Path]) -> None:
-    """A real (non-editable) install carries `agui_bridge/catalog/*.json` as package data."""
+    """A real (non-editable) install carries `agui_bridge/i18n/catalog/*.json` as package data."""
     python, source = fresh_pip
     install = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(source)]
     done = subprocess.run(install, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    code = "from agui_bridge.i18n import translate; print(translate('unauthorized', 'de'))"
+    code = "from agui_bridge.i18n.language import translate; print(translate('unauthorized', 'de'))"
     shown = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60, cwd=python.parent)
     assert shown.stdout.strip() == "Ein gültiges Bearer-Token ist erforderlich.", shown.stderr[-2000:]

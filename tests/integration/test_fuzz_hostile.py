@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from werkzeug.test import TestResponse
 
 from agui_bridge.app import create_app
-from agui_bridge.settings import Settings
+from agui_bridge.config.settings import Settings
 from tests.integration.test_fuzz_no_500 import (
     accept_language,
     authorization,

@@ -24,8 +24,8 @@ from werkzeug.sansio.utils import get_content_length
 from werkzeug.test import TestResponse
 
 from agui_bridge.app import create_app
+from agui_bridge.config.settings import Settings
 from agui_bridge.demo.testing import free_port
-from agui_bridge.settings import Settings
 from tests.agui_checks import assert_valid_agui_stream
 
 MAX_BODY = 12 * 1024 * 1024

@@ -17,8 +17,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from agui_bridge import limits
-from agui_bridge.settings import Settings
+from agui_bridge.config import limits
+from agui_bridge.config.settings import Settings
 
 
 def body(workspace: Path, **changes: Any) -> dict[str, Any]:

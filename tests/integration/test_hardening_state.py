@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from agui_bridge import limits
+from agui_bridge.config import limits
 from agui_bridge.errors import DuplicateRunId
 from agui_bridge.runs.admission import admit_run
-from agui_bridge.state import model
-from agui_bridge.state.retention import prune
-from agui_bridge.state.store import ThreadStore
-from agui_bridge.state.sweep import sweep_thread_dir
+from agui_bridge.runs.retention import prune
+from agui_bridge.store import model
+from agui_bridge.store.store import ThreadStore
+from agui_bridge.store.sweep import sweep_thread_dir
 from agui_bridge.validation.run_input import parse_run_input
 
 OLD = 3600.0  # seconds: older than SWEEP_MIN_AGE_S
@@ -117,7 +117,7 @@ def test_finding_07_a_waiter_on_a_swept_lock_retries_on_the_new_inode(tmp_path: 
     with store.transaction("t1") as txn:
         txn.commit(model.new_thread("t1", "/w", None, "ros", "exec-1"))
     lock_path = tmp_path / "threads" / "t1.json.lock"
-    from agui_bridge.state import flock
+    from agui_bridge.store import flock
 
     real_acquire = flock._try_lock
     calls: list[int] = []

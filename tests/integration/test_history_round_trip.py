@@ -12,7 +12,7 @@ from typing import Any
 
 from flask.testing import FlaskClient
 
-from agui_bridge import limits
+from agui_bridge.config import limits
 from agui_bridge.testing import answer, run_input
 from tests.agui_checks import assert_valid_agui_stream
 from tests.emitted_streams import history

@@ -13,8 +13,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from agui_bridge.app import create_app
-from agui_bridge.settings import Settings
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.config.settings import Settings
+from agui_bridge.store.store import ThreadStore
 from tests.agui_checks import assert_valid_agui_stream, event_types, parse_sse, sse_comments
 from tests.bridge_harness import custom, new_thread_id, run_body, wait_for_task_state
 
@@ -177,7 +177,7 @@ def test_lease_of_a_dead_owner_is_reclaimed(settings: Settings, workspace: Path,
     client = create_app(settings).test_client()
     run(client, run_body(thread_id, "hi", workspace), "success")
     store = ThreadStore(state_dir)
-    from agui_bridge.state.model import RunLease
+    from agui_bridge.store.model import RunLease
 
     with store.transaction(thread_id) as txn:
         state = txn.state

@@ -25,11 +25,11 @@ import pytest
 from flask.testing import FlaskClient
 
 from agui_bridge.app import create_app
-from agui_bridge.i18n import translate
-from agui_bridge.settings import Settings
-from agui_bridge.state import model
-from agui_bridge.state.owner import current_owner
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.config.settings import Settings
+from agui_bridge.i18n.language import translate
+from agui_bridge.store import model
+from agui_bridge.store.owner import current_owner
+from agui_bridge.store.store import ThreadStore
 from tests.agui_checks import assert_valid_agui_stream
 from tests.bridge_harness import new_thread_id, run_body
 

@@ -9,7 +9,7 @@ from typing import Any
 from flask.testing import FlaskClient
 
 from agui_bridge.app import create_app
-from agui_bridge.settings import Settings
+from agui_bridge.config.settings import Settings
 from tests.agui_checks import parse_sse
 from tests.bridge_harness import new_thread_id, run_body
 

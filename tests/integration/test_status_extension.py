@@ -17,10 +17,10 @@ import pytest
 from flask.testing import FlaskClient
 
 from agui_bridge.app import create_app
+from agui_bridge.config.settings import Settings
 from agui_bridge.projection.interrupts import build_interrupt
-from agui_bridge.settings import Settings
-from agui_bridge.state.model import RunLease, format_rfc3339_ms
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store.model import RunLease, format_rfc3339_ms
+from agui_bridge.store.store import ThreadStore
 from tests.agui_checks import assert_valid_agui_stream, parse_sse
 from tests.bridge_harness import custom, new_thread_id, run_body
 

@@ -7,10 +7,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agui_bridge.config import add_arguments, resolve, worker_environment
-from agui_bridge.runtime import GeventRuntime, ThreadRuntime
-from agui_bridge.settings import Settings, settings_from_env
+from agui_bridge.config.options import add_arguments, resolve, worker_environment
+from agui_bridge.config.settings import Settings, settings_from_env
 from agui_bridge.testing import AguiClient, EventStream, run_input
+from agui_bridge.worker.runtime import GeventRuntime, ThreadRuntime
 from tests.bridge_harness import new_thread_id
 
 

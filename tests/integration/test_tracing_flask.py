@@ -14,14 +14,14 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agui_bridge import tracing
 from agui_bridge.app import create_app
+from agui_bridge.config.settings import Settings
+from agui_bridge.observability import tracing
 from agui_bridge.runs.guidance import GuidanceStream
 from agui_bridge.runs.stream import StreamDeps
-from agui_bridge.runtime import ThreadRuntime
-from agui_bridge.settings import Settings
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
+from agui_bridge.worker.runtime import ThreadRuntime
 from tests.agui_checks import assert_valid_agui_stream
 from tests.bridge_harness import new_thread_id, run_body
 from tests.fakes import ScriptedA2A

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from agui_bridge.a2a.client import check_restore_reply
 from agui_bridge.a2a.errors import (
     A2ABackupNotReady,
     A2ABadReply,
@@ -15,7 +14,8 @@ from agui_bridge.a2a.errors import (
     A2ATransportError,
 )
 from agui_bridge.a2a.signals import unwrap
-from agui_bridge.i18n import translate
+from agui_bridge.i18n.language import translate
+from agui_bridge.kernel.client import check_restore_reply
 from agui_bridge.runs.failures import AnswerRejected, bridge_error
 
 

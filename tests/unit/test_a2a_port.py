@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-from agui_bridge.a2a.client import A2AClient, A2AStream
 from agui_bridge.a2a.port import A2APort, UpstreamStream
+from agui_bridge.kernel.client import A2AClient, A2AStream
 from tests.fakes import ScriptedA2A, ScriptedStream, streaming_a2a
 
 

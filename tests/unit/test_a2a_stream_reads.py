@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from agui_bridge.a2a.client import A2AClient
 from agui_bridge.a2a.errors import A2ABadReply, A2ARpcError, A2ATransportError
 from agui_bridge.a2a.signals import A2AEvent
+from agui_bridge.kernel.client import A2AClient
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 

@@ -1,4 +1,4 @@
-"""Lease liveness through worker beacons (state/beacon.py) instead of per-stream renewal writes."""
+"""Lease liveness through worker beacons (worker/beacon.py) instead of per-stream renewal writes."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 
 from agui_bridge.errors import ThreadBusy
 from agui_bridge.runs.admission import admit_run
-from agui_bridge.state import model
-from agui_bridge.state.beacon import Beacons, beacon_fresh_ms
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store import model
+from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
+from agui_bridge.worker.beacon import Beacons, beacon_fresh_ms
 from tests.bridge_harness import run_body
 
 OTHER = "other-host.invalid:4242:999"  # another host: its pid cannot be checked, only its beacon

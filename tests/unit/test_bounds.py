@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agui_bridge import limits
+from agui_bridge.config import limits
 from agui_bridge.errors import InvalidInput
 from agui_bridge.runs.workspace import literal_absolute_path, resolve_cwd
 from agui_bridge.validation.bounds import check_body_bounds, check_json_shape, prescan_json_text

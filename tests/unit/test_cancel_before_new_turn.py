@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from agui_bridge.a2a.signals import A2AEvent, unwrap
+from agui_bridge.config.settings import Settings
 from agui_bridge.runs.admission import RunTicket, admit_run
 from agui_bridge.runs.stream import RunStream, StreamDeps
-from agui_bridge.runtime import ThreadRuntime
-from agui_bridge.settings import Settings
-from agui_bridge.state.owner import current_owner, owner_is_alive
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store.owner import current_owner, owner_is_alive
+from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
+from agui_bridge.worker.runtime import ThreadRuntime
 from tests.agui_checks import assert_valid_agui_stream
 from tests.bridge_harness import run_body
 

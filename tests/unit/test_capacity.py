@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import resource
 
-from agui_bridge.config import describe, load_settings, resolve, worker_connections_for
-from agui_bridge.gunicorn_config import gunicorn_settings, open_files_needed, raise_open_files_limit
+from agui_bridge.config import load_settings
+from agui_bridge.config.options import describe, resolve, worker_connections_for
+from agui_bridge.worker.hooks import gunicorn_settings, open_files_needed, raise_open_files_limit
 
 
 def test_default_holds_five_thousand_streams_with_headroom() -> None:

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from agui_bridge import chat
-from agui_bridge.chat import ChatUsageError, answer_payload, expires_in, options_from_args, question_for
-from agui_bridge.cli import build_parser, main
+from agui_bridge.chat import client as chat
+from agui_bridge.chat.client import ChatUsageError, answer_payload, expires_in, options_from_args, question_for
+from agui_bridge.cli import main
+from agui_bridge.cli.command import build_parser
 from agui_bridge.projection.interrupts import build_interrupt
 
 PERMISSION = build_interrupt(

@@ -19,10 +19,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from agui_bridge.chat import run_chat
-from agui_bridge.chat_attach import RetryPolicy, RunRef, events_url
-from agui_bridge.chat_sse import IdSseParser, parse_event_id
-from agui_bridge.cli import build_parser
+from agui_bridge.chat.attach import RetryPolicy, RunRef, events_url
+from agui_bridge.chat.client import run_chat
+from agui_bridge.chat.sse import IdSseParser, parse_event_id
+from agui_bridge.cli.command import build_parser
 
 TOKEN = "attach-unit-token"
 THREAD, ROS = "thread-a", "ros-a"

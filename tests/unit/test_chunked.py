@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_bridge.a2a.chunked import MAX_SIZE_LINE, ChunkDecoder, ChunkedError
+from agui_bridge.kernel.chunked import MAX_SIZE_LINE, ChunkDecoder, ChunkedError
 
 
 def chunked(*payloads: bytes, trailer: bytes = b"") -> bytes:

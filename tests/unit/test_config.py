@@ -11,19 +11,18 @@ from typing import Any
 import pytest
 
 from agui_bridge.cli import main
-from agui_bridge.config import (
+from agui_bridge.config import ConfigError, load_settings
+from agui_bridge.config.options import (
     MASK,
     OPTIONS,
-    ConfigError,
     add_arguments,
     build_settings,
     check_settings,
-    load_settings,
     resolve,
     unauthenticated_warning,
     worker_environment,
 )
-from agui_bridge.settings import Settings
+from agui_bridge.config.settings import Settings
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -119,7 +118,7 @@ def test_worker_environment_carries_every_resolved_value(tmp_path: Path) -> None
     assert env["IAC_CODE_AGUI_PORT"] == "9100" and env["IAC_CODE_AGUI_METRICS"] == "false"
     assert env["IAC_CODE_AGUI_AUTH_TOKEN"] == "s3cret" and env["UNRELATED"] == "1"
     assert "IAC_CODE_AGUI_A2A_URL" not in env  # unset: the managed child is used
-    from agui_bridge.settings import settings_from_env
+    from agui_bridge.config.settings import settings_from_env
 
     settings = settings_from_env(env)
     assert (settings.auth_token, settings.metrics_enabled, settings.idle_shutdown_s) == ("s3cret", False, 0.0)
@@ -268,7 +267,7 @@ def test_the_master_side_of_the_configuration_stays_stdlib_only() -> None:
     code = (
         "import sys\n"
         "from agui_bridge.config import load_settings\n"
-        "from agui_bridge.gunicorn_config import gunicorn_settings\n"
+        "from agui_bridge.worker.hooks import gunicorn_settings\n"
         "gunicorn_settings(load_settings({'IAC_CODE_AGUI_AUTH_TOKEN': 't', 'IAC_CODE_AGUI_HOST': '0.0.0.0'}))\n"
         "heavy = ('flask', 'werkzeug', 'gevent', 'greenlet', 'requests', 'urllib3', 'filelock', 'yaml')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agui_bridge import cli
-from agui_bridge.cli import DEMO_EXTRA_HINT, main
+from agui_bridge.cli import command as cli
+from agui_bridge.cli import main
+from agui_bridge.cli.command import DEMO_EXTRA_HINT
 
 
 def _without(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:

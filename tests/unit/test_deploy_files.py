@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agui_bridge.settings import Settings
+from agui_bridge.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 STATE_DIR = "/var/lib/agui-bridge"
-#: `ManagedUpstream.stop` (agui_bridge/managed.py): SIGTERM, wait 5 s, then SIGKILL and wait 5 s.
+#: `ManagedUpstream.stop` (agui_bridge/worker/managed.py): SIGTERM, wait 5 s, then SIGKILL and wait 5 s.
 MANAGED_CHILD_STOP_S = 10
 TOKEN_VARIABLES = ("IAC_CODE_AGUI_AUTH_TOKEN", "IAC_CODE_AGUI_A2A_TOKEN")
 

@@ -1,4 +1,4 @@
-"""`agui_bridge.doctor`: one test per failing check, and a passing run (issue 16).
+"""`agui_bridge.cli.doctor`: one test per failing check, and a passing run (issue 16).
 
 The upstream checks run against the real demo agent (`demo_url`); the failure modes a demo agent
 cannot produce (an A2A 0.3 kernel, a non-A2A endpoint) are answered by a stub transport.
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from agui_bridge import doctor
-from agui_bridge.doctor import Check, Target, check_allowed_roots, check_auth_token, check_clock, check_state_dir
+from agui_bridge.cli import doctor
+from agui_bridge.cli.doctor import Check, Target, check_allowed_roots, check_auth_token, check_clock, check_state_dir
 
 NOW = 1_800_000_000.0
 
@@ -269,7 +269,7 @@ def test_doctor_calls_never_go_through_proxy_variables(
 
 
 def test_every_outgoing_session_ignores_the_environment() -> None:
-    from agui_bridge.outgoing import direct_session
+    from agui_bridge.kernel.outgoing import direct_session
 
     with direct_session() as session:
         assert session.trust_env is False

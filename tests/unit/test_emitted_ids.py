@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agui_bridge import limits
+from agui_bridge.config import limits
+from agui_bridge.protocol.ids import MAX_EMITTED_ID_CHARS, emitted_id
 from agui_bridge.validation.run_input import parse_run_input
-from agui_bridge.wire.ids import MAX_EMITTED_ID_CHARS, emitted_id
 from tests.emitted_streams import demo_pipeline_payloads, history, lengthen, project, transcript_payloads
 
 TRANSCRIPTS = (

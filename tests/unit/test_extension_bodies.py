@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agui_bridge import limits
+from agui_bridge.config import limits
 from agui_bridge.errors import InvalidInput
 from agui_bridge.validation.extension_bodies import (
     CANCEL_BODY,

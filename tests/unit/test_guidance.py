@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agui_bridge.a2a.signals import A2ARpcError
+from agui_bridge.config.settings import Settings
 from agui_bridge.errors import (
     BridgeError,
     DuplicateRunId,
@@ -19,11 +20,10 @@ from agui_bridge.errors import (
 from agui_bridge.runs.admission import admit_guidance
 from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.guidance import GuidanceStream
-from agui_bridge.runtime import ThreadRuntime
-from agui_bridge.settings import Settings
-from agui_bridge.state import model
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store import model
+from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
+from agui_bridge.worker.runtime import ThreadRuntime
 from tests.agui_checks import assert_valid_agui_stream, event_types
 from tests.bridge_harness import run_body
 from tests.fakes import ScriptedA2A

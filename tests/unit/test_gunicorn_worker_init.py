@@ -13,7 +13,7 @@ WORKER = """
 from gevent import monkey
 monkey.patch_all()
 import gc, signal, types
-from agui_bridge.gunicorn_config import post_worker_init
+from agui_bridge.worker.hooks import post_worker_init
 worker = types.SimpleNamespace(wsgi=types.SimpleNamespace(extensions={}), ppid=1, handle_exit=lambda *a: None)
 before = gc.get_freeze_count()
 post_worker_init(worker)

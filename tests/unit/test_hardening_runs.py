@@ -13,23 +13,24 @@ from typing import Any
 import pytest
 
 from agui_bridge.a2a.signals import A2AEvent
-from agui_bridge.config import ConfigError, add_arguments, resolve, worker_environment
+from agui_bridge.config import ConfigError
+from agui_bridge.config.options import add_arguments, resolve, worker_environment
+from agui_bridge.config.settings import Settings, settings_from_env
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.cancel import CANCELLED, cancel_execution
 from agui_bridge.runs.observer import Outcome
 from agui_bridge.runs.registry import PROCESS_RUNS, RunRegistry
+from agui_bridge.runs.retention import busy_since, prune, sweep_cancel_markers
+from agui_bridge.runs.service import BridgeService, bound_client_socket, release_client_socket
 from agui_bridge.runs.status import status_of
 from agui_bridge.runs.stream import RunStream, StreamDeps
-from agui_bridge.runtime import ThreadRuntime
-from agui_bridge.service import BridgeService, bound_client_socket, release_client_socket
-from agui_bridge.settings import Settings, settings_from_env
-from agui_bridge.state import model
-from agui_bridge.state.beacon import Beacons
-from agui_bridge.state.lease import beacon_check, lease_is_live, run_key
-from agui_bridge.state.owner import current_owner, owner_is_alive
-from agui_bridge.state.retention import busy_since, prune, sweep_cancel_markers
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store import model
+from agui_bridge.store.lease import beacon_check, lease_is_live, run_key
+from agui_bridge.store.owner import current_owner, owner_is_alive
+from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
+from agui_bridge.worker.beacon import Beacons
+from agui_bridge.worker.runtime import ThreadRuntime
 from tests.agui_checks import parse_sse
 from tests.bridge_harness import run_body
 from tests.fakes import ScriptedA2A, streaming_a2a

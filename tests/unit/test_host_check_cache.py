@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from agui_bridge.config.loopback import is_loopback_host_header
 from agui_bridge.errors import HostNotAllowed
-from agui_bridge.loopback import is_loopback_host_header
 from agui_bridge.web import auth
 
 HOSTS = [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agui_bridge.i18n import (
+from agui_bridge.i18n.language import (
     IDENTICAL_TO_ENGLISH_ALLOWED,
     SUPPORTED,
     language_from_accept,
@@ -19,14 +19,14 @@ from agui_bridge.i18n import (
     select_language,
     translate,
 )
-from agui_bridge.message_keys import MessageKey
+from agui_bridge.i18n.message_keys import MessageKey
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _shipped(language: str) -> dict[str, str]:
     """The catalogue file of `language` as the installed package ships it."""
-    text = resources.files("agui_bridge").joinpath("catalog", f"{language}.json").read_text(encoding="utf-8")
+    text = resources.files("agui_bridge.i18n").joinpath("catalog", f"{language}.json").read_text(encoding="utf-8")
     entries: dict[str, str] = json.loads(text)
     return entries
 
@@ -176,8 +176,8 @@ def test_field_rule_messages_name_the_field() -> None:
 
 def test_the_catalogue_files_are_package_data() -> None:
     setup = (REPO / "setup.cfg").read_text(encoding="utf-8")
-    assert re.search(r"^agui_bridge = .*catalog/\*\.json", setup, re.MULTILINE)
-    assert sorted(path.stem for path in (REPO / "agui_bridge" / "catalog").glob("*.json")) == sorted(SUPPORTED)
+    assert re.search(r"^agui_bridge\.i18n = .*catalog/\*\.json", setup, re.MULTILINE)
+    assert sorted(path.stem for path in (REPO / "agui_bridge" / "i18n" / "catalog").glob("*.json")) == sorted(SUPPORTED)
 
 
 def _key_like_calls() -> list[tuple[str, int]]:

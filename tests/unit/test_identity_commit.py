@@ -14,8 +14,8 @@ from agui_bridge.a2a.signals import A2AEvent, unwrap
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.ledger import RunLedger
 from agui_bridge.runs.turn import shows_nothing
-from agui_bridge.state.owner import current_owner, owner_is_alive
-from agui_bridge.state.store import StateWriteFailed, ThreadStore
+from agui_bridge.store.owner import current_owner, owner_is_alive
+from agui_bridge.store.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from tests.agui_checks import assert_valid_agui_stream, event_types
 from tests.bridge_harness import run_body

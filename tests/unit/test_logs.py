@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agui_bridge.logs import (
+from agui_bridge.observability.logs import (
     REDACTED,
     JsonFormatter,
     RedactingFilter,
@@ -76,7 +76,7 @@ def _record(message: str, **extra: object) -> logging.LogRecord:
 def test_json_formatter_renders_one_object_with_the_ids() -> None:
     import json
 
-    from agui_bridge.logs import JsonFormatter
+    from agui_bridge.observability.logs import JsonFormatter
 
     line = JsonFormatter().format(_record("run ended", run_id="r1", outcome="success", duration_ms=12))
     document = json.loads(line)
@@ -88,7 +88,7 @@ def test_json_formatter_renders_one_object_with_the_ids() -> None:
 def test_context_ids_reach_records_and_greenlet_copies_but_not_the_next_request() -> None:
     import contextvars
 
-    from agui_bridge.logs import ContextFilter, bind_log_context, reset_log_context
+    from agui_bridge.observability.logs import ContextFilter, bind_log_context, reset_log_context
 
     def in_fresh_context() -> tuple[logging.LogRecord, logging.LogRecord, logging.LogRecord]:
         reset_log_context(request_id="req-1")
@@ -226,8 +226,8 @@ def test_finding_11_gunicorn_and_library_records_are_redacted_and_escaped(log_fo
     import subprocess
     from pathlib import Path
 
-    from agui_bridge.gunicorn_config import gunicorn_settings
-    from agui_bridge.settings import Settings
+    from agui_bridge.config.settings import Settings
+    from agui_bridge.worker.hooks import gunicorn_settings
 
     config = gunicorn_settings(Settings(log_format=log_format))["logconfig_dict"]
     code = (

@@ -1,4 +1,4 @@
-"""The managed child's environment allow-list and executable lookup (agui_bridge/managed.py)."""
+"""The managed child's environment allow-list and executable lookup (agui_bridge/worker/managed.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agui_bridge.managed import ManagedUpstreamError, child_command, child_environment, find_iac_code
+from agui_bridge.worker.managed import ManagedUpstreamError, child_command, child_environment, find_iac_code
 
 HOST_ENV = {
     "HOME": "/home/op",

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
+from agui_bridge.config.settings import Settings
 from agui_bridge.errors import ReplayCursorOutOfRange, ReplayExpired, RunNotFound
-from agui_bridge.runs.reattach import follow, open_reattach
-from agui_bridge.runtime import ThreadRuntime
-from agui_bridge.settings import Settings
-from agui_bridge.state.replay import RecordHead, RecordReader, record_paths
-from agui_bridge.state.replay_format import MAX_HEADER_BYTES, TRUNCATED_FRAME
-from agui_bridge.state.replay_reader import CHUNK_BYTES, find_frame_after, probe_head, scan_tail
+from agui_bridge.reattach.follow import follow, open_reattach
+from agui_bridge.reattach.format import MAX_HEADER_BYTES, TRUNCATED_FRAME
+from agui_bridge.reattach.reader import CHUNK_BYTES, find_frame_after, probe_head, scan_tail
+from agui_bridge.reattach.record import RecordHead, RecordReader, record_paths
+from agui_bridge.worker.runtime import ThreadRuntime
 from tests.synthetic_record import text_frame, write_synthetic_record
 
 ROS = "ros-1"
@@ -198,7 +198,7 @@ def test_a_tombstone_alone_is_410_for_its_caller_and_404_for_anyone_else(tmp_pat
 
 def test_a_stat_watch_is_signalled_when_the_record_grows(tmp_path: Path) -> None:
     gevent = pytest.importorskip("gevent")
-    from agui_bridge.runtime import _StatWatch
+    from agui_bridge.worker.runtime import _StatWatch
 
     path = tmp_path / "record.sse"
     path.write_bytes(b"")

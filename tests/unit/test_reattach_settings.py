@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agui_bridge.config import OPTIONS, ConfigError, add_arguments, load_settings
+from agui_bridge.config import ConfigError, load_settings
+from agui_bridge.config.options import OPTIONS, add_arguments
 
 
 def test_defaults_of_a_served_bridge() -> None:

@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from agui_bridge.config.settings import Settings
 from agui_bridge.errors import ReplayExpired
+from agui_bridge.protocol import events as ev
+from agui_bridge.reattach import retention as replay_retention
+from agui_bridge.reattach.budget import CHARGE_STEP_BYTES, record_budget
+from agui_bridge.reattach.follow import open_reattach
+from agui_bridge.reattach.format import TRUNCATED_FRAME
+from agui_bridge.reattach.record import RecordBudget, RecordHead, RecordReader, RunRecord, record_paths, ros_digest
+from agui_bridge.reattach.retention import enforce_budget
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.observer import NULL_OBSERVER
-from agui_bridge.runs.reattach import open_reattach
-from agui_bridge.settings import Settings
-from agui_bridge.state import replay_retention
-from agui_bridge.state.replay import RecordBudget, RecordHead, RecordReader, RunRecord, record_paths, ros_digest
-from agui_bridge.state.replay_budget import CHARGE_STEP_BYTES, record_budget
-from agui_bridge.state.replay_format import TRUNCATED_FRAME
-from agui_bridge.state.replay_retention import enforce_budget
-from agui_bridge.state.retention import prune
-from agui_bridge.state.store import ThreadStore
-from agui_bridge.wire import events as ev
+from agui_bridge.runs.retention import prune
+from agui_bridge.store.store import ThreadStore
 
 KIB = 1024
 LIVE_OWNER = "live-host.invalid:1:1"

@@ -1,4 +1,4 @@
-"""The per-run record (state/replay.py) and the reattach refusals (runs/reattach.py), without a server."""
+"""The per-run record (reattach/record.py) and the reattach refusals (reattach/follow.py), without a server."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from agui_bridge.config.settings import Settings
 from agui_bridge.errors import InvalidInput, ReplayCursorOutOfRange, ReplayExpired, RunNotFound
-from agui_bridge.runs.emit import Emitter
-from agui_bridge.runs.observer import NULL_OBSERVER
-from agui_bridge.runs.reattach import open_reattach, parse_cursor, stream_backlog
-from agui_bridge.settings import Settings
-from agui_bridge.state.beacon import Beacons
-from agui_bridge.state.replay import (
+from agui_bridge.protocol import events as ev
+from agui_bridge.protocol.sse import encode_event
+from agui_bridge.reattach.follow import open_reattach, parse_cursor, stream_backlog
+from agui_bridge.reattach.record import (
     OwnerLiveness,
     ReaderMarker,
     RecordHead,
@@ -30,10 +29,11 @@ from agui_bridge.state.replay import (
     seal_orphan,
     sweep_records,
 )
-from agui_bridge.state.retention import prune
-from agui_bridge.state.store import ThreadStore
-from agui_bridge.wire import events as ev
-from agui_bridge.wire.sse import encode_event
+from agui_bridge.runs.emit import Emitter
+from agui_bridge.runs.observer import NULL_OBSERVER
+from agui_bridge.runs.retention import prune
+from agui_bridge.store.store import ThreadStore
+from agui_bridge.worker.beacon import Beacons
 
 OWNER = "host:1:1"
 
@@ -196,8 +196,8 @@ class SleepRuntime:
 def test_a_follower_of_a_run_that_ended_unrecorded_stops_after_the_grace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agui_bridge.runs import reattach as reattach_module
-    from agui_bridge.state.owner import current_owner
+    from agui_bridge.reattach import follow as reattach_module
+    from agui_bridge.store.owner import current_owner
 
     monkeypatch.setattr(reattach_module, "OWNER_CHECK_S", 0.01)
     monkeypatch.setattr(reattach_module, "UNRECORDED_END_GRACE_S", 0.1)
@@ -216,7 +216,7 @@ def test_a_follower_of_a_run_that_ended_unrecorded_stops_after_the_grace(
 
 
 def test_a_follower_of_a_dead_owner_seals_and_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agui_bridge.runs import reattach as reattach_module
+    from agui_bridge.reattach import follow as reattach_module
 
     monkeypatch.setattr(reattach_module, "OWNER_CHECK_S", 0.01)
     gone = subprocess.Popen(["true"])
@@ -241,7 +241,7 @@ def test_a_follower_of_a_dead_owner_seals_and_ends(tmp_path: Path, monkeypatch: 
     ],
 )
 def test_a_frames_type_is_read_without_decoding_the_bridges_own_events(data: bytes, expected: str) -> None:
-    from agui_bridge.state.replay_reader import _event_type
+    from agui_bridge.reattach.reader import _event_type
 
     assert _event_type(data) == expected
 
@@ -249,7 +249,7 @@ def test_a_frames_type_is_read_without_decoding_the_bridges_own_events(data: byt
 def test_the_record_directory_is_made_only_when_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/design.md#record-dir-once: the first run makes the directory, later runs create their file in it
     directly; a directory removed meanwhile is made again, and every record starts with its header."""
-    import agui_bridge.state.replay as replay_mod
+    import agui_bridge.reattach.record as replay_mod
 
     made: list[Path] = []
     original = replay_mod.ensure_replay_dir
@@ -294,7 +294,7 @@ def follow_until_end(body: Iterator[bytes], deadline_s: float = 5.0) -> bytes:
 def test_a_follower_on_any_host_seals_a_record_whose_owners_beacon_is_stale(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agui_bridge.runs import reattach as reattach_module
+    from agui_bridge.reattach import follow as reattach_module
 
     monkeypatch.setattr(reattach_module, "OWNER_CHECK_S", 0.01)
     owner = "a-recreated-container.invalid:7:12345"  # another hostname: its pid cannot be checked here
@@ -328,7 +328,7 @@ def test_retention_treats_a_record_whose_owners_beacon_is_stale_as_ended(tmp_pat
 
 
 def test_a_follower_leaves_a_record_alone_while_its_owners_beacon_is_fresh(tmp_path: Path) -> None:
-    from agui_bridge.runs.reattach import _seal_if_owner_died
+    from agui_bridge.reattach.follow import _seal_if_owner_died
 
     owner = "busy-host.invalid:8:12345"
     Beacons(tmp_path).publish(owner, ["exec-1/r"], ev.now_ms())
@@ -363,7 +363,7 @@ def test_a_record_owner_is_judged_by_its_beacon_off_this_host(
 
 
 def test_a_record_owner_on_this_host_is_judged_by_its_pid_at_once(tmp_path: Path) -> None:
-    from agui_bridge.state.owner import current_owner
+    from agui_bridge.store.owner import current_owner
 
     gone = subprocess.Popen(["true"])
     gone.wait()

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from agui_bridge.state import replay_retention
-from agui_bridge.state.replay import RecordHead, RecordReader, record_paths, ros_digest, sweep_records
-from agui_bridge.state.replay_format import MAX_HEADER_BYTES, TRUNCATED_FRAME, replay_dir
-from agui_bridge.state.replay_retention import SWEEP_LOCK
-from agui_bridge.state.replay_status import TAIL_BYTES, read_status
-from agui_bridge.wire import events as ev
-from agui_bridge.wire.sse import encode_numbered
+from agui_bridge.protocol import events as ev
+from agui_bridge.protocol.sse import encode_numbered
+from agui_bridge.reattach import retention as replay_retention
+from agui_bridge.reattach.format import MAX_HEADER_BYTES, TRUNCATED_FRAME, replay_dir
+from agui_bridge.reattach.record import RecordHead, RecordReader, record_paths, ros_digest, sweep_records
+from agui_bridge.reattach.retention import SWEEP_LOCK
+from agui_bridge.reattach.status import TAIL_BYTES, read_status
 
 OWNER = "other-host.invalid:1:1"
 
@@ -137,9 +137,9 @@ from gevent import monkey
 monkey.patch_all()
 import json, sys, threading
 from pathlib import Path
-from agui_bridge.state import replay_retention
-from agui_bridge.state.retention import prune
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store import replay_retention
+from agui_bridge.runs.retention import prune
+from agui_bridge.store.store import ThreadStore
 
 get_ident = monkey.get_original("threading", "get_ident")
 hub_thread = get_ident()

@@ -20,11 +20,11 @@ from agui_bridge.errors import (
     UnknownInterrupt,
 )
 from agui_bridge.projection.interrupts import InputRequest, build_interrupt, collect_inputs
+from agui_bridge.protocol.ids import emitted_id
 from agui_bridge.runs import resume_plan as plan
-from agui_bridge.state.model import PendingInterrupt
+from agui_bridge.store.model import PendingInterrupt
 from agui_bridge.validation.answers import REQUIRED_FORMATS, payload_errors
 from agui_bridge.validation.run_input import ResumeAnswer
-from agui_bridge.wire.ids import emitted_id
 
 PERM = {"kind": "permission", "inputId": "p1", "toolUseId": "t1", "required": True}
 QUESTION = {

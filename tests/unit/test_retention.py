@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agui_bridge.state import model
-from agui_bridge.state.retention import DAY_MS, busy_since, prune
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.runs.retention import DAY_MS, busy_since, prune
+from agui_bridge.store import model
+from agui_bridge.store.store import ThreadStore
 
 NOW = 1_800_000_000_000
 

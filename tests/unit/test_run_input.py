@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_bridge.errors import InvalidInput
-from agui_bridge.i18n import translate
+from agui_bridge.i18n.language import translate
 from agui_bridge.validation import run_input
 from agui_bridge.validation.run_input import (
     CloudCredentials,

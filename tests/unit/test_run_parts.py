@@ -13,6 +13,8 @@ import pytest
 
 from agui_bridge.errors import A2AUnavailable, Cancelled, ExecutionLost
 from agui_bridge.projection.projector import RunProjector
+from agui_bridge.protocol import events as ev
+from agui_bridge.protocol.sse import HEARTBEAT_FRAME
 from agui_bridge.runs.admission import RunTicket, admit_run
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.ending import RunEnd
@@ -20,13 +22,11 @@ from agui_bridge.runs.ledger import RunLedger
 from agui_bridge.runs.observer import NullObserver, Outcome
 from agui_bridge.runs.pump import Pacer, Pump, PumpDied, Signal, StopRequested
 from agui_bridge.runs.upstream import SendOpened, UnaryAccepted
-from agui_bridge.runtime import ThreadRuntime
-from agui_bridge.state import model
-from agui_bridge.state.owner import current_owner, owner_is_alive
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store import model
+from agui_bridge.store.owner import current_owner, owner_is_alive
+from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
-from agui_bridge.wire import events as ev
-from agui_bridge.wire.sse import HEARTBEAT_FRAME
+from agui_bridge.worker.runtime import ThreadRuntime
 from tests.bridge_harness import run_body
 
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from agui_bridge.a2a.signals import A2AEvent, unwrap
+from agui_bridge.config.settings import Settings
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.stream import RunStream, StreamDeps
-from agui_bridge.runtime import ThreadRuntime
-from agui_bridge.settings import Settings
-from agui_bridge.state.owner import current_owner, owner_is_alive
-from agui_bridge.state.store import StateWriteFailed, ThreadStore
+from agui_bridge.store.owner import current_owner, owner_is_alive
+from agui_bridge.store.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
+from agui_bridge.worker.runtime import ThreadRuntime
 from tests.agui_checks import assert_valid_agui_stream, event_types
 from tests.bridge_harness import run_body
 from tests.fakes import ScriptedA2A, streaming_a2a
@@ -143,7 +143,7 @@ class FrameRecorder:
 
 
 def test_every_event_shown_passes_through_the_emitter_numbered_from_one(tmp_path: Path) -> None:
-    from agui_bridge.wire.sse import HEARTBEAT_FRAME
+    from agui_bridge.protocol.sse import HEARTBEAT_FRAME
 
     def script(ctx: str) -> list[list[A2AEvent]]:
         return [[status(ctx, text="one")], [status(ctx, text=" two")], [status(ctx, "TASK_STATE_INPUT_REQUIRED")]]

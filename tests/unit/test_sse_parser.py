@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_bridge.a2a.sse_parser import SseMessage, SseParser
+from agui_bridge.protocol.sse_parser import SseMessage, SseParser
 from tests.golden import transcript_bytes
 
 

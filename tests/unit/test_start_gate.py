@@ -15,8 +15,8 @@ import pytest
 from agui_bridge.runs import pump as pump_mod
 from agui_bridge.runs.detach import check_interval
 from agui_bridge.runs.pump import PumpFailed, Signal, read_into
-from agui_bridge.runtime import GeventRuntime, ThreadRuntime
-from agui_bridge.start_gate import PriorityGate, admission_slot
+from agui_bridge.worker.runtime import GeventRuntime, ThreadRuntime
+from agui_bridge.worker.start_gate import PriorityGate, admission_slot
 
 
 def test_at_most_limit_holders_and_release_returns_the_slot() -> None:
@@ -116,7 +116,7 @@ def test_a_full_gate_delays_a_run_but_never_refuses_it() -> None:
 def test_a_run_request_takes_its_slot_only_after_its_body_was_read(tmp_path: Path) -> None:
     """A client that uploads slowly holds no slot: only admission does (docs/design.md#start-gate)."""
     from agui_bridge.app import create_app
-    from agui_bridge.settings import Settings
+    from agui_bridge.config.settings import Settings
 
     app = create_app(Settings(state_dir=tmp_path, a2a_url="http://127.0.0.1:9/"))
     gate = app.extensions["agui_bridge"].runtime.start_gate

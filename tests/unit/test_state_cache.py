@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agui_bridge.state import doc_cache
-from agui_bridge.state.model import ThreadState, new_thread
-from agui_bridge.state.store import StateWriteFailed, ThreadStore
-from agui_bridge.state.writer import Durability
+from agui_bridge.store import doc_cache
+from agui_bridge.store.model import ThreadState, new_thread
+from agui_bridge.store.store import StateWriteFailed, ThreadStore
+from agui_bridge.store.writer import Durability
 
 
 def _state(thread_id: str = "t1") -> ThreadState:
@@ -173,7 +173,7 @@ def test_bounded_by_count_and_bytes(tmp_path: Path) -> None:
 
 def test_no_signature_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[str]) -> None:
     """A filesystem that rounds the modification time gives no signature: every transaction reads."""
-    from agui_bridge.state import writer
+    from agui_bridge.store import writer
 
     monkeypatch.setattr(writer, "_stamp", lambda fd: None)
     store = ThreadStore(tmp_path)
@@ -187,9 +187,9 @@ def test_no_signature_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
 _FORK_SCRIPT = """
 import os, sys
 from pathlib import Path
-from agui_bridge.state.model import new_thread
-from agui_bridge.state.store import StateWriteFailed, ThreadStore
-from agui_bridge.state.writer import Durability
+from agui_bridge.store.model import new_thread
+from agui_bridge.store.store import StateWriteFailed, ThreadStore
+from agui_bridge.store.writer import Durability
 
 store = ThreadStore(Path(sys.argv[1]))
 with store.transaction("t1") as txn:

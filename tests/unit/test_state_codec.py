@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from agui_bridge.state.codec import parse, serialise
-from agui_bridge.state.model import PendingInterrupt, ThreadState, new_thread, to_document
+from agui_bridge.store.codec import parse, serialise
+from agui_bridge.store.model import PendingInterrupt, ThreadState, new_thread, to_document
 from tests.unit.test_state_snapshot import _full
 
 

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from agui_bridge.state.document import load_document
-from agui_bridge.state.errors import StateCorrupt
-from agui_bridge.state.model import ThreadState, new_thread, to_document
+from agui_bridge.store.document import load_document
+from agui_bridge.store.errors import StateCorrupt
+from agui_bridge.store.model import ThreadState, new_thread, to_document
 
 DIGEST = "b" * 64
 

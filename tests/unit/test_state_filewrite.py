@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from agui_bridge.state import filewrite
-from agui_bridge.state import writer as writer_mod
-from agui_bridge.state.model import new_thread
-from agui_bridge.state.store import Durability, ThreadStore
+from agui_bridge.store import filewrite
+from agui_bridge.store import writer as writer_mod
+from agui_bridge.store.model import new_thread
+from agui_bridge.store.store import Durability, ThreadStore
 
 
 def test_temp_files_are_private_named_for_the_sweep_and_never_reused(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ _CLOSE_SCRIPT = """
 from gevent import monkey
 monkey.patch_all()
 import os, json
-from agui_bridge.state import filewrite
+from agui_bridge.store import filewrite
 print(json.dumps({"patched_os_close": os.close is not filewrite.close_file,
                   "builtin": type(filewrite.close_file).__name__}))
 """

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from agui_bridge.state import flock
-from agui_bridge.state.errors import StateLockTimeout
+from agui_bridge.store import flock
+from agui_bridge.store.errors import StateLockTimeout
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,8 +120,8 @@ def test_one_parked_helper_per_file(held: tuple[str, int], monkeypatch: pytest.M
 _GEVENT_SCRIPT = """
 from gevent import monkey; monkey.patch_all()
 import fcntl, os, sys, time, gevent
-from agui_bridge.state import flock
-from agui_bridge.state.errors import StateLockTimeout
+from agui_bridge.store import flock
+from agui_bridge.store.errors import StateLockTimeout
 
 path = sys.argv[1]
 holder = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -165,7 +165,7 @@ def test_under_gevent_the_hub_runs_while_a_greenlet_waits(tmp_path: Path) -> Non
 
 _FORK_SCRIPT = """
 import fcntl, os, sys, time
-from agui_bridge.state import flock
+from agui_bridge.store import flock
 
 path = sys.argv[1]
 fd = flock.acquire(path, time.monotonic() + 2)

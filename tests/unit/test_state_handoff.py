@@ -11,7 +11,7 @@ from gevent import monkey
 monkey.patch_all()
 import json, time
 import gevent
-from agui_bridge.state.handoff import native_primitives, new_waiter
+from agui_bridge.store.handoff import native_primitives, new_waiter
 
 lock, start_thread, patched = native_primitives()
 assert patched

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from agui_bridge.state.errors import InvalidThreadId
-from agui_bridge.state.keys import context_id_for, thread_file_stem
+from agui_bridge.store.errors import InvalidThreadId
+from agui_bridge.store.keys import context_id_for, thread_file_stem
 
 
 def _hex(value: str) -> str:

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_bridge.state.errors import StateCorrupt
-from agui_bridge.state.keys import context_id_for
-from agui_bridge.state.model import (
+from agui_bridge.protocol.ids import emitted_id
+from agui_bridge.store.errors import StateCorrupt
+from agui_bridge.store.keys import context_id_for
+from agui_bridge.store.model import (
     AppliedResume,
     Execution,
     PendingInterrupt,
@@ -30,7 +31,6 @@ from agui_bridge.state.model import (
     rotate_execution,
     to_document,
 )
-from agui_bridge.wire.ids import emitted_id
 
 DIGEST_A = "a" * 64
 DIGEST_B = "0123456789abcdef" * 4

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from agui_bridge.state.owner import current_owner, owner_is_alive, owner_on_this_host
+from agui_bridge.store.owner import current_owner, owner_is_alive, owner_on_this_host
 
 
 def test_current_owner_is_host_pid_start() -> None:
@@ -82,7 +82,7 @@ def test_zombie_process_is_not_alive() -> None:
     ("owner", "here"),
     [
         (f"{socket.gethostname()}:12:345", True),
-        ("some-other-host.invalid:12:345", False),  # judged by its beacon instead (state/replay_status.py)
+        ("some-other-host.invalid:12:345", False),  # judged by its beacon instead (reattach/status.py)
         (f"{socket.gethostname()}:pid:345", False),  # malformed
         ("garbage", False),
     ],

@@ -8,8 +8,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agui_bridge import limits
-from agui_bridge.state.model import (
+from agui_bridge.config import limits
+from agui_bridge.store.model import (
     AppliedResume,
     Execution,
     PendingInterrupt,
@@ -19,7 +19,7 @@ from agui_bridge.state.model import (
     new_thread,
     to_document,
 )
-from agui_bridge.state.snapshot import copy_state, stored_copy
+from agui_bridge.store.snapshot import copy_state, stored_copy
 
 DIGEST = "ab" * 32
 

@@ -18,14 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from agui_bridge.state.model import PendingInterrupt, ThreadState, new_thread
-from agui_bridge.state.store import (
-    InvalidThreadId,
-    StateCorrupt,
-    StateLockTimeout,
-    StateWriteFailed,
-    ThreadStore,
-)
+from agui_bridge.store.model import PendingInterrupt, ThreadState, new_thread
+from agui_bridge.store.store import InvalidThreadId, StateCorrupt, StateLockTimeout, StateWriteFailed, ThreadStore
 
 COUNTER = "counter"
 
@@ -284,8 +278,8 @@ _GEVENT_SCRIPT = """
 from gevent import monkey; monkey.patch_all()
 import sys, gevent
 from pathlib import Path
-from agui_bridge.state.model import new_thread
-from agui_bridge.state.store import ThreadStore
+from agui_bridge.store.model import new_thread
+from agui_bridge.store.store import ThreadStore
 
 store = ThreadStore(Path(sys.argv[1]), lock_timeout_s=30)
 ticks = 0

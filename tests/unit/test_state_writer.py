@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from agui_bridge.state import writer as writer_mod
-from agui_bridge.state.model import ThreadState, new_thread
-from agui_bridge.state.store import Durability, StateWriteFailed, ThreadStore
-from agui_bridge.state.writer import state_writer
+from agui_bridge.store import writer as writer_mod
+from agui_bridge.store.model import ThreadState, new_thread
+from agui_bridge.store.store import Durability, StateWriteFailed, ThreadStore
+from agui_bridge.store.writer import state_writer
 
 
 def _state(thread_id: str) -> ThreadState:
@@ -176,9 +176,9 @@ monkey.patch_all()
 import json, sys, time
 from pathlib import Path
 import gevent
-from agui_bridge.state.model import new_thread
-from agui_bridge.state.store import Durability, ThreadStore
-from agui_bridge.state.writer import state_writer
+from agui_bridge.store.model import new_thread
+from agui_bridge.store.store import Durability, ThreadStore
+from agui_bridge.store.writer import state_writer
 
 store = ThreadStore(Path(sys.argv[1]))
 sleep = monkey.get_original("time", "sleep")
@@ -228,7 +228,7 @@ if sys.argv[1] == "patched":
     from gevent import monkey
     monkey.patch_all()
 sys.setswitchinterval(float(sys.argv[2]))
-from agui_bridge.state.writer import state_writer
+from agui_bridge.store.writer import state_writer
 state_writer()
 print(sys.getswitchinterval())
 """

@@ -1,4 +1,4 @@
-"""`agui_bridge.tracing`: off by default at no cost, console and OTLP exporters from OTEL_*, W3C
+"""`agui_bridge.observability.tracing`: off by default at no cost, console and OTLP exporters from OTEL_*, W3C
 propagation in and out, errors recorded without their message, and the execution's stored traceparent."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agui_bridge import tracing
 from agui_bridge.errors import ThreadBusy
-from agui_bridge.state import model
+from agui_bridge.observability import tracing
+from agui_bridge.store import model
 
 INCOMING = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from urllib3.util import parse_url
 
-from agui_bridge.a2a.client import A2AClient
 from agui_bridge.config import ConfigError, load_settings
-from agui_bridge.loopback import (
+from agui_bridge.config.loopback import (
     UpstreamUrlError,
     is_loopback_host,
     is_loopback_host_header,
     normalise_upstream_url,
 )
+from agui_bridge.kernel.client import A2AClient
 
 ACCEPTED = [
     ("http://127.0.0.1:41242", "http://127.0.0.1:41242/"),

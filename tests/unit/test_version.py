@@ -7,7 +7,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import agui_bridge
-from agui_bridge.settings import Settings
+from agui_bridge.config.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agui_bridge.a2a.sse_parser import decode_data
-from agui_bridge.wire.sse import encode_event, encode_events
+from agui_bridge.protocol.sse import encode_event, encode_events
+from agui_bridge.protocol.sse_parser import decode_data
 
 _STD = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

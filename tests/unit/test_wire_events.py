@@ -11,7 +11,7 @@ import pytest
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 
-from agui_bridge.wire import events as ev
+from agui_bridge.protocol import events as ev
 
 USAGE = [{"provider": "p", "model": "m", "inputTokens": 1, "outputTokens": 2, "totalTokens": 3}]
 _EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)

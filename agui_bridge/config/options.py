@@ -1,0 +1,353 @@
+"""The serve configuration as one table: flag > IAC_CODE_AGUI_* environment > YAML > default.
+
+Like gunicorn's `config.py`, every setting is declared once (name, flag, environment variable, default,
+validation, help, the `Settings` field it fills) and everything else is derived from the table: the argparse
+flags, the resolution with the source of each value (`agui-bridge config show`) and `load_settings`, the one
+parse and validation every entry point uses (the CLI, `wsgi.py`, `deploy/gunicorn.conf.py`). Tokens are
+environment/YAML only and never printed. stdlib only at import (this runs in the gunicorn master before fork).
+The value converters live in `config_values`, the YAML file reading in `config_file`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from agui_bridge.config.loopback import is_loopback_host
+from agui_bridge.config.values import ConfigError as ConfigError
+from agui_bridge.config.values import boolean as _boolean
+from agui_bridge.config.values import choice as _choice
+from agui_bridge.config.values import host as _host
+from agui_bridge.config.values import non_negative as _non_negative
+from agui_bridge.config.values import non_negative_int as _non_negative_int
+from agui_bridge.config.values import normalise_a2a_url as normalise_a2a_url
+from agui_bridge.config.values import paths as _paths
+from agui_bridge.config.values import port as _port
+from agui_bridge.config.values import positive as _positive
+from agui_bridge.config.values import positive_int as _positive_int
+from agui_bridge.config.values import string as _string
+from agui_bridge.config.values import token as _token
+from agui_bridge.config.yaml_file import load_yaml_config as load_yaml_config
+
+if TYPE_CHECKING:
+    from agui_bridge.config.settings import Settings
+
+ENV_PREFIX = "IAC_CODE_AGUI_"
+MASK = "********"
+
+
+# --------------------------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # snake_case; also the YAML key (kebab-case accepted)
+    env: str | None  # suffix after IAC_CODE_AGUI_
+    default: Any
+    convert: Callable[[Any], Any]
+    error: str
+    help: str
+    flag: bool = True  # False: environment/YAML only (tokens)
+    secret: bool = False
+    setting: str | None = None  # the Settings field it fills (default: the same name)
+    switch: bool = False  # a flag without a value (--allow-unauthenticated); env/YAML still take true/false
+
+    @property
+    def field(self) -> str:
+        return self.setting or self.name
+
+    @property
+    def env_name(self) -> str | None:
+        return ENV_PREFIX + self.env if self.env else None
+
+    @property
+    def flag_name(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("host", "HOST", "127.0.0.1", _host, "--host must be an address.", "address to bind"),
+    Option("port", "PORT", 8000, _port, "--port must be between 1 and 65535.", "port to bind"),
+    Option("workers", "WORKERS", 2, _positive_int, "--workers must be >= 1.", "gunicorn gevent worker processes"),
+    Option(
+        "a2a_url", "A2A_URL", None, normalise_a2a_url, "--a2a-url must be a string.",
+        "external loopback A2A kernel (default: a managed child)",
+    ),
+    Option(
+        "managed_a2a", "MANAGED_A2A", "demo", _choice("demo", "iac-code"), "--managed-a2a must be demo or iac-code.",
+        "managed upstream when no --a2a-url: demo or iac-code",
+    ),
+    Option(
+        "iac_code_bin", "IAC_CODE_BIN", None, _string, "--iac-code-bin must be a path.",
+        "iac-code executable for --managed-a2a iac-code (default: iac-code on PATH)",
+    ),
+    Option(
+        "state_dir", "STATE_DIR", None, _string, "--state-dir must be a string.",
+        "state directory (default <IAC_CODE_CONFIG_DIR or ~/.iac-code>/agui)",
+    ),
+    Option(
+        "interrupt_ttl", "INTERRUPT_TTL", 540.0, _positive, "--interrupt-ttl must be a positive number of seconds.",
+        "seconds until an announced interrupt expires", setting="interrupt_ttl_s",
+    ),
+    Option(
+        "heartbeat_interval", "HEARTBEAT_INTERVAL_S", 15.0, _positive,
+        "--heartbeat-interval must be a positive number of seconds.", "seconds of silence before ': heartbeat'",
+        setting="heartbeat_interval_s",
+    ),
+    Option(
+        "idle_shutdown", "IDLE_SHUTDOWN", 0.0, _non_negative, "--idle-shutdown must be a non-negative number.",
+        "exit after this many idle seconds (0: never)", setting="idle_shutdown_s",
+    ),
+    Option(
+        "state_retention_days", "STATE_RETENTION_DAYS", 30.0, _positive,
+        "--state-retention-days must be a positive number.", "prune idle thread files after this many days",
+    ),
+    Option(
+        "max_active_runs", "MAX_ACTIVE_RUNS", 5000, _positive_int, "--max-active-runs must be >= 1.",
+        "active streams per worker before new runs get 503 (also sizes gunicorn's worker_connections)",
+        setting="max_active_runs_per_worker",
+    ),
+    Option(
+        "max_thread_streams", "MAX_THREAD_STREAMS", 16, _positive_int, "--max-thread-streams must be >= 1.",
+        "thread back-end (WSGI hosts other than gunicorn gevent): open streams per process before 503",
+        setting="max_thread_streams_per_worker",
+    ),
+    Option(
+        "graceful_timeout", "GRACEFUL_TIMEOUT", 30, _positive_int, "--graceful-timeout must be >= 1.",
+        "seconds a stopping worker has; active runs get all but the last 10", setting="graceful_timeout_s",
+    ),
+    Option(
+        "lease_ttl", "LEASE_TTL", 20.0, _positive, "--lease-ttl must be a positive number of seconds.",
+        "grace seconds of a new run's lease before its worker's beacon must list it", setting="lease_ttl_s",
+    ),
+    Option(
+        "metrics", "METRICS", True, _boolean, "--metrics must be true or false.", "serve Prometheus /metrics",
+        setting="metrics_enabled",
+    ),
+    Option(
+        "console", "CONSOLE", False, _boolean, "--console must be true or false.",
+        "serve the web console at /console", setting="console_enabled",
+    ),
+    Option(
+        "log_level", "LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"),
+        "--log-level must be debug, info, warning or error.", "debug, info, warning or error",
+    ),
+    Option(
+        "log_format", "LOG_FORMAT", "text", _choice("text", "json"), "--log-format must be json or text.",
+        "text or json",
+    ),
+    Option(
+        "allowed_cwds", "ALLOWED_CWDS", None, _paths, "allowed_cwds must be a path list.",
+        "workspace roots a run may use", flag=False,
+    ),
+    Option("auth_token", "AUTH_TOKEN", None, _token("auth_token"), "auth_token must be a string.",
+           "bearer token clients send", flag=False, secret=True),
+    Option("a2a_token", "A2A_TOKEN", None, _token("a2a_token"), "a2a_token must be a string.",
+           "bearer token for --a2a-url", flag=False, secret=True),
+    Option(
+        "allow_unauthenticated", "ALLOW_UNAUTHENTICATED", False, _boolean,
+        "--allow-unauthenticated must be true or false.",
+        "bind a non-loopback address without a token (Host must still be a loopback name)", switch=True,
+    ),
+    Option(
+        "worker_connections", "WORKER_CONNECTIONS", None, _positive_int, "worker_connections must be >= 1.",
+        "gunicorn connections per gevent worker (default: derived from --max-active-runs)", flag=False,
+    ),
+    Option(
+        "worker_tmp_dir", "WORKER_TMP_DIR", None, _string, "worker_tmp_dir must be a string.",
+        "gunicorn heartbeat files (a tmpfs when / is read-only)", flag=False,
+    ),
+    Option(
+        "runtime", "RUNTIME", "auto", _choice("auto", "gevent", "threads"), "runtime must be auto, gevent or threads.",
+        "stream runtime (auto: gevent when patched)", flag=False, setting="runtime_backend",
+    ),
+    Option(
+        "client_write_timeout", "CLIENT_WRITE_TIMEOUT", 60.0, _non_negative,
+        "--client-write-timeout must be a non-negative number of seconds.",
+        "seconds a client may leave a stream write unread before it is dropped (0: never)",
+        setting="client_write_timeout_s",
+    ),
+    Option(
+        "reattach_window", "REATTACH_WINDOW", 30.0, _non_negative,
+        "--reattach-window must be a non-negative number of seconds.",
+        "seconds a run keeps going after its last reader left, for a reattach (0: cancel at once)",
+        setting="reattach_window_s",
+    ),
+    Option(
+        "reattach_retention", "REATTACH_RETENTION", 3600.0, _positive,
+        "--reattach-retention must be a positive number of seconds.",
+        "seconds a finished run stays replayable (at least the reattach window)", setting="reattach_retention_s",
+    ),
+    Option(
+        "reattach_max_bytes", "REATTACH_MAX_BYTES", 64 * 1024 * 1024, _non_negative_int,
+        "--reattach-max-bytes must be a non-negative integer.",
+        "bytes recorded per run for reattach; past it reattach answers 410 (0: no record)",
+    ),
+    Option(
+        "reattach_budget", "REATTACH_BUDGET_BYTES", 1024 * 1024 * 1024, _non_negative_int,
+        "--reattach-budget must be a non-negative integer (bytes).",
+        "bytes all run records may take together; past it the oldest finished go first (0: no total bound)",
+        setting="reattach_budget_bytes",
+    ),
+    Option(
+        "reattach_min_free", "REATTACH_MIN_FREE_BYTES", 256 * 1024 * 1024, _non_negative_int,
+        "--reattach-min-free must be a non-negative integer (bytes).",
+        "free disk bytes kept for thread files: below it run records stop growing (0: no reserve)",
+        setting="reattach_min_free_bytes",
+    ),
+)  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of every option that has one, plus --config."""
+    for option in OPTIONS:
+        if option.switch:
+            parser.add_argument(option.flag_name, dest=option.name, action="store_const", const=True, help=option.help)
+        elif option.flag:
+            parser.add_argument(option.flag_name, dest=option.name, help=option.help)
+    parser.add_argument("--config", help="YAML file with the same keys (snake_case or kebab-case)")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    values: dict[str, Any]
+    sources: dict[str, str]  # "flag", "env IAC_CODE_AGUI_X", "yaml <path>", "default"
+    #: the --config file when it holds a token (used or overridden): its mode must keep it private
+    secret_file: str | None = None
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+
+def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Resolved:
+    """Every option's value and where it came from; the first invalid value raises ConfigError."""
+    config_path: str | None = getattr(args, "config", None)
+    yaml_config = load_yaml_config(config_path)
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for option in OPTIONS:
+        candidates: list[tuple[Any, str]] = []
+        if option.flag:
+            candidates.append((getattr(args, option.name, None), "flag"))
+        if option.env_name:
+            candidates.append((environ.get(option.env_name), "env " + option.env_name))
+        candidates.append((yaml_config.get(option.name), f"yaml {config_path}"))
+        values[option.name], sources[option.name] = option.default, "default"
+        for raw, source in candidates:
+            if raw is None:
+                continue
+            try:
+                values[option.name] = option.convert(raw)
+            except ConfigError:
+                raise
+            except (TypeError, ValueError):
+                raise ConfigError(option.error) from None
+            sources[option.name] = source
+            break
+    holds_secret = any(yaml_config.get(option.name) for option in OPTIONS if option.secret)
+    return Resolved(values, sources, config_path if holds_secret else None)
+
+
+def worker_environment(resolved: Resolved, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment plus every resolved value as IAC_CODE_AGUI_* (what the managed child inherits)."""
+    env = dict(environ)
+    for option in OPTIONS:
+        value = resolved[option.name]
+        if option.env_name is None or value is None:
+            continue
+        if isinstance(value, bool):
+            env[option.env_name] = "true" if value else "false"
+        elif isinstance(value, float):
+            env[option.env_name] = repr(value)
+        else:
+            env[option.env_name] = str(value)
+    return env
+
+
+def build_settings(resolved: Resolved, environ: Mapping[str, str], *, serving: bool = True) -> Settings:
+    """The typed `Settings` of resolved values: each option fills its field; then, for a server (not for
+    `state prune`, which binds nothing), the cross-field rules."""
+    from agui_bridge.config.settings import Settings, allowed_roots, default_state_dir, expand_path
+    from agui_bridge.i18n.language import process_default_language
+
+    known = {field.name for field in fields(Settings)}
+    changes: dict[str, Any] = {}
+    for option in OPTIONS:
+        if option.field not in known:
+            raise ConfigError(f"{option.name} has no Settings field {option.field!r}.")  # a table/dataclass drift
+        value = resolved[option.name]
+        if value is not None:
+            changes[option.field] = value
+    state_dir = resolved["state_dir"]
+    changes["state_dir"] = expand_path(state_dir) if state_dir is not None else default_state_dir(environ)
+    cwds = resolved["allowed_cwds"]
+    if cwds is None:
+        cwds = environ.get("IACCODE_A2A_ALLOWED_CWDS")
+    changes["allowed_cwds"] = allowed_roots(cwds) if cwds is not None else None
+    changes["default_language"] = process_default_language(environ)
+    if resolved["worker_connections"] is None:
+        changes["worker_connections"] = worker_connections_for(resolved["max_active_runs"])
+    settings = Settings(**changes)
+    if serving:
+        check_settings(settings)
+    return settings
+
+
+#: Connections a worker keeps free beyond its streams: /health and /metrics probes, the extensions (cancel,
+#: status, capabilities), the console, and the quick 503s of runs refused at the limit.
+CONNECTION_HEADROOM_MIN = 128
+CONNECTION_HEADROOM_FRACTION = 0.10
+
+
+def worker_connections_for(max_active_runs: int) -> int:
+    """gunicorn's `worker_connections` for `--max-active-runs`: when gevent's pool is full the worker stops
+    accepting, so without headroom a full worker could not even answer `/health` (README "Capacity")."""
+    return max_active_runs + max(CONNECTION_HEADROOM_MIN, int(max_active_runs * CONNECTION_HEADROOM_FRACTION))
+
+
+def check_settings(settings: Settings) -> None:
+    if settings.reattach_retention_s < settings.reattach_window_s:
+        raise ConfigError("--reattach-retention must be at least --reattach-window.")
+    """Rules that involve several values. Secure by default: no token means loopback only."""
+    if not settings.auth_token and not settings.allow_unauthenticated and not is_loopback_host(settings.host):
+        raise ConfigError(
+            f"refusing to listen on {settings.host} without a token: set IAC_CODE_AGUI_AUTH_TOKEN, or pass "
+            "--allow-unauthenticated (IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED=true) to accept the risk."
+        )
+
+
+def unauthenticated_warning(settings: Settings) -> str | None:
+    """The start-up warning when the operator opted out of the token on a non-loopback address."""
+    if settings.auth_token or is_loopback_host(settings.host):
+        return None
+    return (
+        f"listening on {settings.host} WITHOUT a token (--allow-unauthenticated): requests are accepted "
+        "only with a loopback Host header (localhost, 127.0.0.1, [::1]); set IAC_CODE_AGUI_AUTH_TOKEN."
+    )
+
+
+def load_settings(environ: Mapping[str, str], args: argparse.Namespace | None = None) -> Settings:
+    """The one parse and validation of every entry point; the first bad value raises ConfigError."""
+    return build_settings(resolve(args or argparse.Namespace(), environ), environ)
+
+
+def describe(resolved: Resolved) -> list[dict[str, str]]:
+    """Rows for `config show`: name, value (secrets masked), source, env variable."""
+    rows = []
+    for option in OPTIONS:
+        value = resolved[option.name]
+        if option.secret:
+            shown = MASK if value else "(not set)"
+        elif value is None and option.name == "worker_connections":
+            shown = f"{worker_connections_for(resolved['max_active_runs'])} (from max_active_runs)"
+        elif value is None:
+            shown = "(not set)"
+        elif isinstance(value, bool):
+            shown = "true" if value else "false"
+        else:
+            shown = str(value)
+        rows.append({"name": option.name, "value": shown, "source": resolved.sources[option.name],
+                     "env": option.env_name or ""})  # fmt: skip
+    return rows

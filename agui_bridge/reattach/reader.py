@@ -1,0 +1,386 @@
+"""Any worker's side of a run record (docs/design.md#reattach): following it, announcing a reader, sealing it.
+
+`RecordReader` parses the record incrementally while the owner appends; `ReaderMarker` is a follower's
+presence (a file touched every second) and `readers_present` what the owner counts; `seal_orphan` ends a
+record whose owner died without writing its terminal frame.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from agui_bridge.reattach.format import (
+    HEADER_PREFIX,
+    MAX_HEADER_BYTES,
+    TERMINAL_TYPES,
+    TRUNCATED_FRAME,
+    RecordHead,
+    parse_head,
+)
+
+log = logging.getLogger(__name__)
+
+#: A reader marker touched within this many seconds counts as a reader present.
+READER_FRESH_S = 3.0
+#: Every read of a record past its header is at most this many bytes: scans and the backlog go in
+#: chunks, so a reattach holds no more of a 64 MiB record than this (docs/design.md#reattach).
+CHUNK_BYTES = 64 * 1024
+_FRAME_END = b"\n\n"
+_FRAME_START = b"\n\nid: "
+#: Enough of a frame's beginning for its id and event type (`id: n\ndata: {"type":"..."`).
+_FRAME_PREFIX_BYTES = 96
+
+
+@dataclass
+class Frame:
+    position: int
+    type: str
+    data: bytes
+
+
+@dataclass
+class RecordReader:
+    """Parses the record incrementally: `poll` returns the whole frames appended since the last call."""
+
+    path: Path
+    head: RecordHead | None = None
+    truncated: bool = False
+    finished: bool = False
+    last_position: int = 0
+    #: The last poll stopped at `max_chunks` with more to read.
+    behind: bool = False
+    #: A frame still being written: appended to in place, and searched for its end only where it grew (a
+    #: frame larger than a read would otherwise be copied and rescanned on every poll).
+    _pending: bytearray = field(default_factory=bytearray, repr=False)
+    _searched: int = 0
+    _handle: BinaryIO | None = field(default=None, repr=False)
+
+    @classmethod
+    def resume(cls, path: Path, probe: HeadProbe, tail: RecordTail) -> RecordReader:
+        """A reader that continues after `tail.complete_end` on the probe's descriptor (what precedes it
+        was checked by the tail scan and is served as raw chunks, docs/design.md#reattach)."""
+        assert probe.fd is not None
+        handle = open(probe.fd, "rb", closefd=True)  # noqa: SIM115 - kept open across polls, see close()
+        handle.seek(tail.complete_end)
+        return cls(
+            path, head=probe.head, truncated=tail.truncated, finished=tail.finished,
+            last_position=tail.last_position, _handle=handle,
+        )  # fmt: skip
+
+    def poll(self, max_read: int = 1 << 20, max_chunks: int | None = None) -> list[Frame]:
+        """Read what was appended since the last poll (the file stays open between polls: a follower
+        polls often, and a record removed by retention meanwhile is still read to its end). With
+        `max_chunks`, at most that many reads of `max_read` (`behind` says whether more is waiting)."""
+        frames: list[Frame] = []
+        self.behind = False
+        reads = 0
+        try:
+            if self._handle is None:
+                self._handle = open(self.path, "rb")  # noqa: SIM115 - kept open across polls, see close()
+            while True:
+                chunk = self._handle.read(max_read)
+                if not chunk:
+                    break
+                reads += 1
+                self._pending += chunk
+                self._parse(frames)
+                if len(chunk) < max_read:
+                    break
+                if max_chunks is not None and reads >= max_chunks:
+                    self.behind = True
+                    break
+        except OSError:
+            return frames
+        return frames
+
+    def fileno(self) -> int:
+        """The open record's descriptor (`resume` opens it; for positional reads of the backlog)."""
+        assert self._handle is not None
+        return self._handle.fileno()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            with contextlib.suppress(OSError):
+                self._handle.close()
+            self._handle = None
+
+    def _parse(self, out: list[Frame]) -> None:
+        buffer = self._pending
+        start = 0
+        search_from = max(0, self._searched - 1)
+        while True:
+            end = buffer.find(b"\n\n", search_from)
+            if end < 0:
+                break
+            block = bytes(buffer[start : end + 2])
+            start = search_from = end + 2
+            self._block(block, out)
+        if start:
+            del buffer[:start]
+        self._searched = len(buffer)
+
+    def _block(self, block: bytes, out: list[Frame]) -> None:
+        if block.startswith(b":"):
+            if self.head is None and block.startswith(HEADER_PREFIX):
+                self.head = parse_head(block[:MAX_HEADER_BYTES])
+            elif block == TRUNCATED_FRAME:
+                self.truncated = True
+            return
+        position = 0
+        event_type = ""
+        for line in block.split(b"\n"):
+            if line.startswith(b"id: "):
+                with contextlib.suppress(ValueError):
+                    position = int(line[4:])
+            elif line.startswith(b"data: "):
+                event_type = _event_type(line[6:])
+        if position <= 0:
+            return
+        self.last_position = position
+        if event_type in TERMINAL_TYPES:
+            self.finished = True
+        out.append(Frame(position, event_type, block))
+
+
+_TYPE_PREFIX = b'{"type":"'
+
+
+def _event_type(data: bytes) -> str:
+    """The event's `type` without decoding the whole event: the bridge writes `type` first (a replay of a
+    long run reads every frame, on the hub); anything else is decoded."""
+    if data.startswith(_TYPE_PREFIX):
+        end = data.find(b'"', len(_TYPE_PREFIX))
+        if end > 0:
+            return data[len(_TYPE_PREFIX) : end].decode("ascii", "replace")
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(json.loads(data).get("type", ""))
+    return ""
+
+
+@dataclass(frozen=True)
+class HeadProbe:
+    """A record's header read with one bounded read; `fd` stays open for the rest of the reattach."""
+
+    head: RecordHead | None
+    fd: int | None
+    frames_start: int  # the offset just past the header
+
+
+def probe_head(path: Path) -> HeadProbe:
+    """Open a record and read its header only: one `open` and one read of `MAX_HEADER_BYTES` at most,
+    whatever the record's size (docs/design.md#reattach)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return HeadProbe(None, None, 0)
+    try:
+        block = os.pread(fd, MAX_HEADER_BYTES, 0)
+    except OSError:
+        os.close(fd)
+        return HeadProbe(None, None, 0)
+    end = block.find(_FRAME_END)
+    head = parse_head(block[: end + 2]) if end >= 0 else None
+    if head is None:
+        os.close(fd)
+        return HeadProbe(None, None, 0)
+    return HeadProbe(head, fd, end + 2)
+
+
+@dataclass(frozen=True)
+class RecordTail:
+    """What a reattach decides on, found at the end of the record without parsing what precedes it."""
+
+    complete_end: int  # the offset just past the last whole frame
+    last_position: int  # its event id (0: no frame yet)
+    finished: bool
+    truncated: bool
+
+
+def _rfind_in_file(fd: int, needle: bytes, low: int, high: int) -> int:
+    """The last offset of `needle` within [low, high), read backwards in bounded chunks (-1: none)."""
+    overlap = len(needle) - 1
+    end = high
+    while end - low >= len(needle):
+        start = max(low, end - CHUNK_BYTES)
+        chunk = os.pread(fd, end - start, start)
+        found = chunk.rfind(needle)
+        if found >= 0:
+            return start + found
+        if start == low:
+            return -1
+        end = start + overlap
+    return -1
+
+
+def _frame_facts(prefix: bytes) -> tuple[int, str]:
+    """(event id, event type) from the first bytes of a frame; (0, "") for a comment."""
+    if not prefix.startswith(b"id: "):
+        return 0, ""
+    line_end = prefix.find(b"\n")
+    try:
+        position = int(prefix[4:line_end])
+    except ValueError:
+        return 0, ""
+    data = prefix[line_end + 1 :]
+    return position, _event_type(data[6:]) if data.startswith(b"data: ") else ""
+
+
+def scan_tail(fd: int, frames_start: int) -> RecordTail:
+    """The record's last whole frame, found by reading backwards from the end in bounded chunks: the last
+    chunk is read once and serves every look that falls inside it, so a record whose last frame fits one
+    chunk costs one read. Blocking file work: call it off the hub."""
+    size = os.fstat(fd).st_size
+    window_start = max(0, size - CHUNK_BYTES)
+    window = os.pread(fd, size - window_start, window_start)
+
+    def rfind_end(low: int, high: int) -> int:
+        """The last frame end in [low, high): from the window when it is there, else read backwards."""
+        inside = max(low, window_start)
+        if high - inside >= len(_FRAME_END):
+            found = window.rfind(_FRAME_END, inside - window_start, high - window_start)
+            if found >= 0:
+                return window_start + found
+        if low >= window_start:
+            return -1
+        return _rfind_in_file(fd, _FRAME_END, low, min(high, window_start + len(_FRAME_END) - 1))
+
+    last_end = rfind_end(frames_start, size)
+    if last_end < 0:
+        return RecordTail(frames_start, 0, False, False)
+    complete_end = last_end + 2
+    previous_end = rfind_end(max(0, frames_start - 2), complete_end - 2)
+    block_start = previous_end + 2 if previous_end >= 0 else frames_start
+    prefix_size = min(_FRAME_PREFIX_BYTES, complete_end - block_start)
+    if block_start >= window_start:
+        prefix = window[block_start - window_start : block_start - window_start + prefix_size]
+    else:
+        prefix = os.pread(fd, prefix_size, block_start)
+    if prefix.startswith(b":"):
+        truncated = prefix == TRUNCATED_FRAME
+        return RecordTail(complete_end, 0, False, truncated)
+    position, event_type = _frame_facts(prefix)
+    return RecordTail(complete_end, position, event_type in TERMINAL_TYPES, False)
+
+
+def find_frame_after(fd: int, frames_start: int, complete_end: int, cursor: int) -> int:
+    """The offset of the first frame whose id is above `cursor` (`complete_end`: none). Ids only grow, so
+    a chunk whose last frame is at or below the cursor is skipped whole; read in bounded chunks, forwards.
+    Blocking file work: call it off the hub."""
+    margin = _FRAME_PREFIX_BYTES
+    offset = max(0, frames_start - 2)  # the header's own "\n\n" precedes the first frame
+    while offset < complete_end:
+        chunk = os.pread(fd, min(CHUNK_BYTES, complete_end - offset) + margin, offset)
+        scan_end = min(CHUNK_BYTES, complete_end - offset)
+        search_end = min(len(chunk), scan_end + len(_FRAME_START) - 1)  # matches that begin in this chunk
+        last = chunk.rfind(_FRAME_START, 0, search_end)
+        if last >= 0 and _frame_facts(chunk[last + 2 : last + 2 + margin])[0] > cursor:
+            found = chunk.find(_FRAME_START, 0, search_end)
+            while found >= 0:
+                if _frame_facts(chunk[found + 2 : found + 2 + margin])[0] > cursor:
+                    return offset + found + 2
+                found = chunk.find(_FRAME_START, found + 1, search_end)
+        offset += scan_end
+    return complete_end
+
+
+def read_tombstone(path: Path) -> RecordHead | None:
+    try:
+        with open(path, "rb") as handle:
+            return parse_head(handle.read(MAX_HEADER_BYTES))
+    except OSError:
+        return None
+
+
+def seal_orphan(path: Path, build_terminal: Callable[[int], bytes], try_lock: Callable[[int], bool]) -> bool:
+    """Append the terminal frame to a record whose owner died without writing one (once, under a lock).
+
+    `build_terminal(position)` gives the `id: n`-framed RUN_ERROR; `try_lock(fd)` takes an exclusive
+    non-blocking lock on the file (the caller retries cooperatively). Returns whether it sealed. Only the
+    record's last frame is read (`scan_tail`); a record whose last frame is still half written is left
+    unsealed (its follower ends when the run's lease is gone).
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not try_lock(fd):
+            return False
+        tail = scan_tail(fd, 0)  # the end only: a whole-file parse here stalled the hub
+        if tail.finished or tail.truncated or tail.complete_end != os.fstat(fd).st_size:
+            return False  # ended already, or a frame half written: never append after a partial frame
+        os.write(fd, build_terminal(tail.last_position + 1))
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+# ---- reader presence ----------------------------------------------------------------------------
+
+
+class ReaderMarker:
+    """A reader's presence: a file touched every second while it follows the run."""
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / secrets.token_hex(8)
+        self._directory = directory
+        self._touched = 0.0
+
+    def touch(self, now_s: float | None = None) -> None:
+        now = time.monotonic() if now_s is None else now_s
+        if now - self._touched < 1.0:
+            return
+        self._touched = now
+        try:
+            self._directory.mkdir(mode=0o700, exist_ok=True)
+            self._path.touch(mode=0o600)
+            os.utime(self._path)
+        except OSError:
+            log.debug("reader marker not touched", exc_info=True)
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self._path.unlink()
+
+
+def readers_present(directory: Path, now_s: float | None = None) -> bool:
+    now = time.time() if now_s is None else now_s
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return False
+    for entry in entries:
+        try:
+            if entry.stat().st_mtime >= now - READER_FRESH_S:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+__all__ = [
+    "CHUNK_BYTES",
+    "READER_FRESH_S",
+    "Frame",
+    "HeadProbe",
+    "ReaderMarker",
+    "RecordReader",
+    "RecordTail",
+    "find_frame_after",
+    "probe_head",
+    "read_tombstone",
+    "readers_present",
+    "scan_tail",
+    "seal_orphan",
+]

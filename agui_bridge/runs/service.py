@@ -1,0 +1,350 @@
+"""Use cases behind the HTTP surface (no Flask here): health, start a run.
+
+The service owns the process-wide collaborators (store, A2A client, runtime) that `create_app`
+builds once per worker, after fork.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agui_bridge.a2a.errors import A2AError, A2ARpcError
+from agui_bridge.config.settings import Settings
+from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
+from agui_bridge.kernel.client import A2AClient
+from agui_bridge.protocol.events import now_ms
+from agui_bridge.runs.admission import admit_guidance, admit_run
+from agui_bridge.runs.cancel import cancel_execution
+from agui_bridge.runs.capabilities import reattach_supported, reattach_window_s
+from agui_bridge.runs.deps import StreamDeps
+from agui_bridge.runs.digest import request_digest
+from agui_bridge.runs.guidance import GuidanceStream
+from agui_bridge.runs.observer import NULL_OBSERVER, Outcome, RunObserver
+from agui_bridge.runs.registry import PROCESS_RUNS, TrackedRun
+from agui_bridge.runs.retention import busy_since, prune, prune_options
+from agui_bridge.runs.stream import RunStream
+from agui_bridge.runs.workspace import resolve_cwd
+from agui_bridge.store.lease import lease_is_live, lease_key
+from agui_bridge.store.model import RunLease
+from agui_bridge.store.owner import current_owner, owner_is_alive
+from agui_bridge.store.store import ThreadStore
+from agui_bridge.validation.run_input import parse_run_input
+from agui_bridge.worker.beacon import Beacons, beacon_fresh_ms
+from agui_bridge.worker.runtime import Runtime, watch_client_eof
+
+PROTOCOL_PACKAGE_VERSION = "1.0.0"
+#: The retention sweep (docs/design.md#retention) runs about hourly in every worker: thread files under their
+#: locks, run records (off the hub) by whichever worker takes the records' sweep lock first.
+SWEEP_INTERVAL_S = 3600.0
+
+log = logging.getLogger(__name__)
+
+
+class BridgeService:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ThreadStore,
+        client: A2AClient,
+        runtime: Runtime,
+        observer: RunObserver = NULL_OBSERVER,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.client = client
+        self.runtime = runtime
+        self.owner = current_owner()
+        self.draining = False
+        self._active = 0
+        self._admitting = 0  # requests between the capacity check and their stream's registration
+        self._followers = 0  # reattach bodies open in this worker: they share the stream cap
+        self._active_lock = threading.Lock()
+        self._streams: dict[str, RunStream | GuidanceStream] = {}  # by run key (RunStream.key)
+        self.beacons = Beacons(settings.state_dir)
+        self._beacon_started = False
+        self.last_activity = time.monotonic()
+        self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end, observer=observer)
+        self.observer = observer  # what the web layer reports through too (reattaches)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "protocol": "ag-ui",
+            "protocolPackageVersion": PROTOCOL_PACKAGE_VERSION,
+            "executionKernel": "a2a-1.0",
+            "serverVersion": self.settings.server_version,
+            "reattach": {
+                "supported": reattach_supported(self.settings),
+                "windowSeconds": reattach_window_s(self.settings),
+            },
+        }
+
+    @property
+    def active_runs(self) -> int:
+        return self._active
+
+    @property
+    def followers(self) -> int:
+        return self._followers
+
+    def admit_follower(self) -> Callable[[], None]:
+        """Take a reattach follower's place in the worker's stream cap (docs/design.md#reattach): a follower
+        holds a connection (and, on the thread back-end, a host thread) for as long as the run it follows,
+        so it counts with runs against `runtime.stream_limit`; past it, 503 + Retry-After. Returns the
+        release, to call once when the body ends."""
+        limit = self.runtime.stream_limit(
+            self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
+        )
+        with self._active_lock:
+            if self.draining or self._active + self._admitting + self._followers >= limit:
+                raise ServiceUnavailable()
+            self._followers += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._active_lock:
+                if not released:
+                    released = True
+                    self._followers -= 1
+            self.last_activity = time.monotonic()
+
+        return release
+
+    def _on_run_end(self, stream: TrackedRun, outcome: Outcome) -> None:
+        """A stream ended (its lease, if any, is already released): forget it and any cancel marker
+        left for it, so no marker outlives its run (the canceller removes one written later)."""
+        with self._active_lock:
+            self._active -= 1
+            if self._streams.get(stream.key) is stream:
+                del self._streams[stream.key]
+        if isinstance(stream, RunStream):
+            stream.stop_client_watch()
+            PROCESS_RUNS.remove(stream.key, stream)
+            self.beacons.discard_cancel(stream.key)
+        release_client_socket(stream.client_socket)
+        self.last_activity = time.monotonic()
+
+    def start_maintenance(self, request_exit: Callable[[], None]) -> None:
+        """The hourly retention sweep and, if configured, the idle-shutdown monitor (docs/design.md#idle-shutdown)."""
+        self.runtime.spawn(self._maintain, request_exit, name="maintenance")
+
+    def is_idle(self) -> bool:
+        """Idle for `idle_shutdown_s` here and in every thread file (runs of other workers count)."""
+        idle_s = self.settings.idle_shutdown_s
+        if idle_s <= 0 or self._active or self._followers or time.monotonic() - self.last_activity < idle_s:
+            return False
+        now = now_ms()
+        latest = busy_since(self.store, now, self.lease_live)
+        return latest is not None and now - latest >= idle_s * 1000
+
+    def _maintain(self, request_exit: Callable[[], None]) -> None:
+        idle_s = self.settings.idle_shutdown_s
+        tick_s = min(5.0, max(0.1, idle_s / 4)) if idle_s > 0 else 60.0
+        next_sweep = time.monotonic() + random.uniform(60.0, SWEEP_INTERVAL_S)
+        while True:
+            self.runtime.sleep(tick_s)
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + SWEEP_INTERVAL_S
+                report = prune(self.store, lease_live=self.lease_live, **prune_options(self.settings))
+                if report.removed or report.problems or report.markers_removed or report.records_expired:
+                    log.info(
+                        "retention sweep removed %d thread file(s), %d cancel marker(s) of ended runs and %d run "
+                        "record(s) (%d of them over the replay budget)",
+                        len(report.removed), report.markers_removed,
+                        report.records_expired + report.records_evicted, report.records_evicted,
+                    )  # fmt: skip
+            if self.is_idle():
+                log.info("idle for %.1f s: requesting a graceful exit", idle_s)
+                request_exit()
+                return
+
+    def holds_run(self, owner: str, run_key: str) -> bool:
+        """Lease liveness after the grace period: the owner's beacon (this process answers from memory)."""
+        if owner == self.owner:
+            return PROCESS_RUNS.holds(run_key)
+        # Fresh = published within three intervals; a dead owner on this host is caught by its pid first.
+        return self.beacons.holds(owner, run_key, now_ms(), beacon_fresh_ms(self.settings.beacon_interval_s))
+
+    def lease_live(self, lease: RunLease, now: int) -> bool:
+        """`state.lease.lease_is_live` with this worker's view: admission, status, cancel, retention
+        and idle shutdown all decide through this one check."""
+        return lease_is_live(lease, now, is_alive=owner_is_alive, holds_run=self.holds_run)
+
+    def _ensure_beacon(self) -> None:
+        """Started by the first run, in the worker (create_app does no I/O and spawns nothing)."""
+        with self._active_lock:
+            if self._beacon_started:
+                return
+            self._beacon_started = True
+        self.runtime.spawn(self._beacon_loop, name="beacon")
+
+    def _beacon_loop(self) -> None:
+        """Every second: pass on cancel requests; every renew interval (or when runs change): publish."""
+        interval_s = self.settings.beacon_interval_s
+        published: frozenset[str] | None = None
+        next_publish = 0.0
+        next_cleanup = time.monotonic() + 60.0
+        while True:
+            holders = PROCESS_RUNS.snapshot()
+            try:
+                for key in self.beacons.take_cancels(holders):
+                    holders[key].request_cancel()
+                current = frozenset(holders)
+                now = time.monotonic()
+                if current != published or now >= next_publish:
+                    self.beacons.publish(self.owner, current, now_ms())
+                    published, next_publish = current, now + interval_s
+                if now >= next_cleanup:
+                    next_cleanup = now + 600.0
+                    self.beacons.forget_stale(older_than_s=3600.0)
+            except OSError:
+                log.warning("worker beacon update failed", exc_info=True)
+            self.runtime.sleep(min(1.0, interval_s))
+
+    def drain(self, wait_s: float) -> int:
+        """Graceful shutdown (docs/design.md#shutdown-drain): refuse new runs, give active ones `wait_s` to end on
+        their own, then stop the rest with RUN_ERROR (their A2A tasks cancelled). Returns how many
+        runs had to be stopped."""
+        self.draining = True
+        deadline = time.monotonic() + wait_s
+        with self._active_lock:
+            detached = [run for run in self._streams.values() if isinstance(run, RunStream) and run.detached]
+        for run in detached:  # nobody is reading them: no reason to wait (docs/design.md#reattach)
+            run.request_stop()
+        while self._active and time.monotonic() < deadline:
+            self.runtime.sleep(0.1)
+        with self._active_lock:
+            remaining = list(self._streams.values())
+        for stream in remaining:
+            stream.request_stop()
+        return len(remaining)
+
+    def start_run(self, raw: dict[str, Any], language: str, client_socket: Any = None) -> RunStream | GuidanceStream:
+        """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED).
+
+        `client_socket` (gunicorn's `environ["gunicorn.socket"]`) gets the client write deadline. The capacity
+        check and a reservation are one step under the lock, so a burst of requests on the thread back-end
+        cannot overshoot the cap while their admissions wait on file locks."""
+        began = time.monotonic()
+        limit = self.runtime.stream_limit(
+            self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
+        )
+        with self._active_lock:
+            if self.draining or self._active + self._admitting + self._followers >= limit:
+                raise ServiceUnavailable()
+            self._admitting += 1
+        try:
+            return self._admit(raw, language, client_socket, began)
+        finally:
+            with self._active_lock:
+                self._admitting -= 1
+
+    def _admit(
+        self, raw: dict[str, Any], language: str, client_socket: Any, began: float
+    ) -> RunStream | GuidanceStream:
+        run = parse_run_input(raw)
+        cwd = resolve_cwd(run.props.cwd, self.settings.allowed_cwds)
+        if run.props.active_guidance:
+            guidance = admit_guidance(self.store, run, cwd=cwd, digest=request_digest(raw), now_ms=now_ms())
+            guidance_stream = GuidanceStream(self._deps, guidance, run, language)
+            guidance_stream.client_socket = bound_client_socket(client_socket, self.settings.client_write_timeout_s)
+            with self._active_lock:
+                self._active += 1
+                self._streams[guidance_stream.key] = guidance_stream
+            return guidance_stream
+        ticket = admit_run(
+            self.store,
+            run,
+            cwd=cwd,
+            digest=request_digest(raw),
+            owner=self.owner,
+            now_ms=now_ms(),
+            lease_ttl_ms=int(self.settings.lease_ttl_s * 1000),
+            is_alive=owner_is_alive,
+            holds_run=self.holds_run,
+        )
+        self._ensure_beacon()
+        stream = RunStream(self._deps, ticket, run, language)
+        stream.began_at = began  # time to RUN_STARTED counts validation and admission
+        stream.client_socket = bound_client_socket(client_socket, self.settings.client_write_timeout_s)
+        self.last_activity = time.monotonic()
+        with self._active_lock:
+            self._active += 1
+            self._streams[stream.key] = stream
+        PROCESS_RUNS.add(stream.key, stream)
+        stream.client_watch = watch_client_eof(client_socket, stream.client_departed)  # README "Capacity"
+        return stream
+
+    def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> dict[str, str]:
+        """The cancellation extension; A2A failures are a 503, never a 500 (docs/design.md#decision-no-500)."""
+
+        def cancel_task(task_id: str) -> None:
+            try:
+                self.client.cancel_task(task_id)
+            except A2ARpcError as exc:
+                if not exc.task_not_cancelable:
+                    raise A2AUnavailable() from exc
+                # Already ended kernel-side: the owner's own cancel (its client went away) landed first.
+            except A2AError as exc:
+                raise A2AUnavailable() from exc
+
+        status = cancel_execution(
+            self.store, cancel_task, execution_id, thread_id, ros_invocation_id, now_ms(), self, self.lease_live
+        )
+        return {"executionId": execution_id, "status": status}
+
+    def notify(self, thread_id: str, lease: RunLease) -> None:
+        """runs.cancel.OwnerChannel: a cancelled run is live somewhere; tell its worker (this one
+        directly, another by a cancel marker named by the run key)."""
+        key = lease_key(lease)
+        stream = PROCESS_RUNS.get(key)
+        if stream is not None:
+            stream.request_cancel()
+            return
+        try:
+            self.beacons.request_cancel(key, thread_id)
+        except OSError:
+            log.warning("cancel request could not be passed on", exc_info=True)
+
+    def withdraw(self, lease: RunLease) -> None:
+        """runs.cancel.OwnerChannel: the run is no longer live, so its marker must not stay behind."""
+        self.beacons.discard_cancel(lease_key(lease))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def bound_client_socket(sock: Any, timeout_s: float) -> Any:
+    """Give the client's socket a write deadline (None if there is none to give).
+
+    Under gunicorn's gevent worker the stream's greenlet itself writes each chunk with `sendall`; a
+    client that stops reading blocks that write with no end, and the generator never runs again. A
+    socket timeout makes the write raise after `timeout_s`; gunicorn then closes the response, and
+    the stream's clean-up treats the run as a disconnect (task cancelled, lease released).
+    """
+    if sock is None or timeout_s <= 0 or not hasattr(sock, "settimeout"):
+        return None
+    try:
+        previous = sock.gettimeout()
+        sock.settimeout(timeout_s)
+    except OSError:
+        log.debug("client write deadline not set", exc_info=True)
+        return None
+    return (sock, previous)
+
+
+def release_client_socket(bound: Any) -> None:
+    """Restore the socket's timeout once the stream is over (the connection may serve another request)."""
+    if bound is None:
+        return
+    sock, previous = bound
+    try:
+        sock.settimeout(previous)
+    except OSError:
+        log.debug("client socket timeout not restored", exc_info=True)

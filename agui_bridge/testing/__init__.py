@@ -1,0 +1,297 @@
+"""In-process testing of an AG-UI integration: helpers and a pytest plugin (README "Testing your integration").
+
+Installed as the ``agui_bridge`` pytest plugin (entry point ``pytest11``), so a user's tests get, with no
+conftest: ``agui_a2a`` (an A2A upstream: the demo agent in a subprocess, or ``--agui-a2a-url``),
+``agui_settings``, ``agui_app`` (``create_app``), ``agui_client`` (the Flask test client, SSE read event by
+event) and ``agui_workspace`` (an allowed ``cwd``). The app runs on the thread back-end, as on any
+unpatched WSGI host. The bridge, Flask and the demo agent are imported inside the fixtures, so loading the
+plugin costs nothing and works without the demo agent's packages when an upstream URL is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from flask import Flask
+    from flask.testing import FlaskClient
+    from werkzeug.test import TestResponse
+
+    from agui_bridge.config.settings import Settings
+
+#: An external A2A upstream for the fixtures instead of the demo agent (the option wins over the variable).
+URL_ENV = "IAC_CODE_AGUI_TEST_A2A_URL"
+TOKEN_ENV = "IAC_CODE_AGUI_TEST_A2A_TOKEN"  # noqa: S105 - a variable name, not a secret
+TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+
+
+# --------------------------------------------------------------------------------------------- request bodies
+
+
+def run_input(
+    thread_id: str,
+    text: str,
+    cwd: Path | str,
+    *,
+    run_id: str | None = None,
+    ros_invocation_id: str = "invocation-1",
+    **iac_code: Any,
+) -> dict[str, Any]:
+    """A RunAgentInput with one user message; extra keywords go into ``forwardedProps.iacCode``."""
+    props: dict[str, Any] = {"schemaVersion": 1, "rosInvocationId": ros_invocation_id, "cwd": str(cwd), **iac_code}
+    return {
+        "threadId": thread_id,
+        "runId": run_id or f"run-{uuid.uuid4()}",
+        "state": {},
+        "messages": [{"id": f"message-{uuid.uuid4()}", "role": "user", "content": text}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {"iacCode": props},
+    }
+
+
+def resume_input(
+    thread_id: str, cwd: Path | str, answers: list[dict[str, Any]], *, ros_invocation_id: str = "invocation-1"
+) -> dict[str, Any]:
+    """A RunAgentInput that answers interrupts (``resume``) and sends no message."""
+    body = run_input(thread_id, "", cwd, ros_invocation_id=ros_invocation_id)
+    body["messages"] = []
+    body["resume"] = answers
+    return body
+
+
+def answer(interrupt: Mapping[str, Any], payload: Any = None, status: str = "resolved") -> dict[str, Any]:
+    """One resume entry for an announced interrupt (``allow_once``: ``{"decision": "allow_once"}``)."""
+    entry: dict[str, Any] = {"interruptId": interrupt["id"], "status": status}
+    if payload is not None:
+        entry["payload"] = payload
+    return entry
+
+
+# --------------------------------------------------------------------------------------------- reading SSE
+
+
+def _records(buffer: bytes) -> tuple[list[list[str]], bytes]:
+    """Complete SSE records (lists of lines) and the unfinished tail of `buffer`."""
+    text = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    *complete, tail = text.split(b"\n\n")
+    return [block.decode("utf-8").split("\n") for block in complete], tail
+
+
+class EventStream:
+    """One bridge response, read event by event as the app produces it.
+
+    Iterate it (or call ``next_event``/``until``) to consume events; ``events`` holds those read so far,
+    ``comments`` the ``: heartbeat`` lines. ``close()`` is a client disconnect. A pre-stream error
+    (4xx/5xx JSON) has no events: see ``status_code`` and ``error``.
+    """
+
+    def __init__(self, response: TestResponse, body: Mapping[str, Any]) -> None:
+        self.response = response
+        self.body = dict(body)
+        self.status_code = response.status_code
+        self.events: list[dict[str, Any]] = []
+        self.comments: list[str] = []
+        self.raw = b""
+        self._pending: list[dict[str, Any]] = []
+        self._buffer = b""
+        chunks: Iterable[bytes | str] = response.response
+        self._chunks: Iterator[bytes | str] | None = iter(chunks) if self.is_stream else None
+
+    @property
+    def is_stream(self) -> bool:
+        return self.status_code == 200 and self.response.mimetype == "text/event-stream"
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """``{"code", "message", "field"?}`` of a pre-stream error, else None."""
+        if self.is_stream:
+            return None
+        document = json.loads(self.response.get_data())
+        return dict(document["error"])
+
+    def _feed(self, chunk: bytes) -> None:
+        self.raw += chunk
+        records, self._buffer = _records(self._buffer + chunk)
+        for lines in records:
+            self.comments.extend(line[1:].removeprefix(" ") for line in lines if line.startswith(":"))
+            data = [line[5:].removeprefix(" ") for line in lines if line.startswith("data:")]
+            if data:
+                self._pending.append(json.loads("\n".join(data)))
+
+    def next_event(self) -> dict[str, Any] | None:
+        """The next event (blocks until the app sends it), or None when the stream has ended."""
+        while not self._pending:
+            if self._chunks is None:
+                return None
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                self._chunks = None
+                continue
+            self._feed(chunk if isinstance(chunk, bytes) else chunk.encode("utf-8"))
+        event = self._pending.pop(0)
+        self.events.append(event)
+        return event
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while (event := self.next_event()) is not None:
+            yield event
+
+    def until(self, event_type: str) -> dict[str, Any]:
+        """Read up to and including the first event of `event_type` (or a CUSTOM event of that name)."""
+        for event in self:
+            if event["type"] == event_type or (event["type"] == "CUSTOM" and event.get("name") == event_type):
+                return event
+        raise AssertionError(f"the stream ended without {event_type}: {[e['type'] for e in self.events]}")
+
+    def read_all(self) -> list[dict[str, Any]]:
+        """Read to the end of the stream; every event."""
+        for _ in self:
+            pass
+        return self.events
+
+    @property
+    def terminal(self) -> dict[str, Any]:
+        """RUN_FINISHED or RUN_ERROR (reads to the end first)."""
+        events = self.read_all()
+        if not events or events[-1]["type"] not in TERMINAL_TYPES:
+            raise AssertionError(f"no terminal event (status {self.status_code}): {[e['type'] for e in events]}")
+        return events[-1]
+
+    @property
+    def outcome(self) -> str:
+        """``success``, ``interrupt`` or ``RUN_ERROR``."""
+        terminal = self.terminal
+        if terminal["type"] == "RUN_ERROR":
+            return "RUN_ERROR"
+        return str(terminal["outcome"]["type"])
+
+    @property
+    def interrupts(self) -> list[dict[str, Any]]:
+        """The interrupts announced by RUN_FINISHED (empty unless the outcome is ``interrupt``)."""
+        outcome = self.terminal.get("outcome") or {}
+        return list(outcome.get("interrupts", []))
+
+    @property
+    def text(self) -> str:
+        """The assistant text of the events read so far."""
+        return "".join(e["delta"] for e in self.events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+    def close(self) -> None:
+        """Go away mid-run, as a browser tab does: the bridge cancels the A2A task."""
+        self._chunks = None
+        self.response.close()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AguiClient:
+    """The Flask test client of one app, speaking AG-UI: ``run`` returns an ``EventStream``."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self.flask: FlaskClient = app.test_client()
+
+    def run(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> EventStream:
+        response = self.flask.post("/", json=dict(body), headers=dict(headers or {}), buffered=False)
+        return EventStream(response, body)
+
+    def resume(
+        self, previous: EventStream, answers: list[dict[str, Any]], headers: Mapping[str, str] | None = None
+    ) -> EventStream:
+        """Answer `previous`'s interrupts on the same thread, workspace and invocation."""
+        iac = previous.body["forwardedProps"]["iacCode"]
+        body = resume_input(previous.body["threadId"], iac["cwd"], answers, ros_invocation_id=iac["rosInvocationId"])
+        return self.run(body, headers)
+
+
+# --------------------------------------------------------------------------------------------- the plugin
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """An A2A upstream: ``url`` ends with ``/``; ``token`` is its bearer token, if any."""
+
+    url: str
+    token: str | None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agui_bridge", "agui-bridge in-process testing")
+    group.addoption(
+        "--agui-a2a-url",
+        default=None,
+        help=f"loopback A2A URL for the agui_* fixtures instead of the demo agent (env {URL_ENV}; token {TOKEN_ENV})",
+    )
+
+
+@pytest.fixture(scope="session")
+def agui_a2a(request: pytest.FixtureRequest) -> Iterator[Upstream]:
+    """The A2A upstream: ``--agui-a2a-url``/``IAC_CODE_AGUI_TEST_A2A_URL``, else the demo agent with a token."""
+    url = request.config.getoption("--agui-a2a-url") or os.environ.get(URL_ENV)
+    if url:
+        from agui_bridge.config.options import normalise_a2a_url
+
+        yield Upstream(normalise_a2a_url(url), os.environ.get(TOKEN_ENV) or None)
+        return
+    try:
+        from agui_bridge.demo.testing import running_demo_agent
+    except ImportError as exc:  # the demo agent's packages (a2a-sdk, uvicorn) are not installed
+        pytest.skip(f"no A2A upstream: the demo agent cannot start ({exc}); pass --agui-a2a-url")
+    token = "demo-" + secrets.token_urlsafe(16)
+    with running_demo_agent(token) as demo_url:
+        yield Upstream(demo_url, token)
+
+
+@pytest.fixture
+def agui_workspace(tmp_path: Path) -> Path:
+    """A directory a run may use as ``cwd`` (inside the allowed root)."""
+    path = tmp_path / "workspace"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def agui_state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def agui_settings(tmp_path: Path, agui_state_dir: Path, agui_a2a: Upstream) -> Settings:
+    """Settings for one test: its own state directory, the upstream, the thread back-end."""
+    from agui_bridge.config.settings import Settings
+
+    return Settings(
+        state_dir=agui_state_dir,
+        a2a_url=agui_a2a.url,
+        a2a_token=agui_a2a.token,
+        allowed_cwds=(tmp_path,),
+        runtime_backend="threads",
+        heartbeat_interval_s=15.0,
+    )
+
+
+@pytest.fixture
+def agui_app(agui_settings: Settings) -> Flask:
+    from agui_bridge.app import create_app
+
+    return create_app(agui_settings)
+
+
+@pytest.fixture
+def agui_client(agui_app: Flask) -> AguiClient:
+    return AguiClient(agui_app)

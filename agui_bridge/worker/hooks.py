@@ -1,0 +1,186 @@
+"""gunicorn settings and hooks shared by `agui-bridge serve` and `deploy/gunicorn.conf.py`.
+
+Only stdlib at module level: this runs in the unpatched master, and anything imported here would be
+inherited by workers before gevent patches them (docs/design.md#process-model). Hooks import inside their body.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agui_bridge.config.settings import Settings
+
+#: gunicorn's own settings that are not a choice of the operator.
+TIMEOUT_S = 30
+KEEPALIVE_S = 5
+
+
+#: The formatter of each log format; both redact and escape control characters (agui_bridge.observability.logs).
+FORMATTERS = {
+    "json": "agui_bridge.observability.logs.JsonFormatter",
+    "text": "agui_bridge.observability.logs.TextFormatter",
+}
+
+
+def logconfig(loglevel: str, log_format: str) -> dict[str, Any]:
+    """gunicorn's own error log uses our formatter too: a request line or header value it quotes in an
+    error cannot forge a log line or carry a token out (the classes are stdlib-only)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"bridge": {"()": FORMATTERS[log_format]}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "bridge", "stream": "ext://sys.stderr"}},
+        "root": {"handlers": ["stderr"], "level": "WARNING"},
+        "loggers": {
+            "gunicorn.error": {"handlers": ["stderr"], "level": loglevel.upper(), "propagate": False},
+            "gunicorn.access": {"handlers": ["stderr"], "level": loglevel.upper(), "propagate": False},
+        },
+    }
+
+
+#: Descriptors a worker needs besides its connections: state files, locks, logs, the A2A pool's spares.
+OPEN_FILES_SPARE = 256
+
+
+def open_files_needed(worker_connections: int) -> int:
+    """Every stream holds two sockets (the client's and the kernel's) plus the worker's own files."""
+    return 2 * worker_connections + OPEN_FILES_SPARE
+
+
+def raise_open_files_limit(needed: int) -> int:
+    """Raise the soft RLIMIT_NOFILE toward `needed` (inherited by the workers forked after this, in the
+    master); returns the limit left if it is still too low, else 0. A default soft limit of 1024 would
+    make `accept` fail with EMFILE long before `--max-active-runs`."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return 0
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        target = soft
+    return 0 if target >= needed else target
+
+
+def gunicorn_settings(settings: Settings) -> dict[str, Any]:
+    """gunicorn's settings and hooks for validated `Settings` (the CLI and deploy/gunicorn.conf.py)."""
+    from agui_bridge.config.options import unauthenticated_warning
+
+    warning = unauthenticated_warning(settings)
+
+    def on_starting(server: Any) -> None:
+        if warning:
+            server.log.warning("agui-bridge: %s", warning)
+        short = raise_open_files_limit(open_files_needed(settings.worker_connections))
+        if short:
+            server.log.warning(
+                "agui-bridge: the open-files limit (%d) is below the %d a full worker needs; raise LimitNOFILE "
+                "or ulimit -n, or lower --max-active-runs",
+                short,
+                open_files_needed(settings.worker_connections),
+            )
+
+    return {
+        "bind": [f"{settings.host}:{settings.port}"],
+        "workers": settings.workers,
+        "worker_class": "gevent",
+        "worker_connections": settings.worker_connections,
+        "timeout": TIMEOUT_S,
+        "graceful_timeout": settings.graceful_timeout_s,
+        "keepalive": KEEPALIVE_S,
+        "preload_app": False,
+        #: gunicorn's worker heartbeat files; point it at a tmpfs when / is read-only (containers).
+        "worker_tmp_dir": settings.worker_tmp_dir,
+        "max_requests": 0,
+        "control_socket_disable": True,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": settings.log_level,
+        "logconfig_dict": logconfig(settings.log_level, settings.log_format),
+        "on_starting": on_starting,
+        "post_worker_init": post_worker_init,
+        "worker_abort": worker_abort,
+        "child_exit": child_exit,
+    }
+
+
+def config_from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """deploy/gunicorn.conf.py: validate the IAC_CODE_AGUI_* environment exactly as `serve` does.
+
+    An invalid value stops gunicorn before it binds, with one line and status 2 (SystemExit passes
+    through gunicorn's config loader, which would print a traceback for any other exception).
+    """
+    from agui_bridge.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(environ)
+    except ConfigError as exc:
+        sys.stderr.write(f"agui-bridge: {exc}\n")
+        sys.stderr.flush()
+        raise SystemExit(2) from None
+    return gunicorn_settings(settings)
+
+
+#: Seconds of `graceful_timeout` kept for stopping the runs still active after the drain wait.
+DRAIN_MARGIN_S = 10
+
+
+def post_worker_init(worker: Any) -> None:
+    """Fail at boot if gevent did not patch what the stream design relies on; drain on SIGTERM.
+
+    gunicorn's own SIGTERM handler only stops the accept loop; without ours the master's SIGKILL cuts
+    live streams after `graceful_timeout` with no terminal event and no cleanup (docs/design.md#shutdown-drain).
+    """
+    import signal
+
+    import gevent
+
+    from agui_bridge.worker.runtime import require_patched
+
+    require_patched()
+
+    def on_term(sig: int, frame: Any) -> None:
+        worker.handle_exit(sig, frame)  # alive = False: gunicorn stops accepting
+        gevent.spawn(drain_worker, worker)  # no blocking work inside a signal handler
+
+    signal.signal(signal.SIGTERM, on_term)
+    service = getattr(worker.wsgi, "extensions", {}).get("agui_bridge")
+    if service is not None:
+        # Idle shutdown stops the whole server: ask the master, which drains every worker.
+        service.start_maintenance(lambda: os.kill(worker.ppid, signal.SIGTERM))
+    # The app's objects live as long as the worker: keep them out of every full collection
+    # (docs/design.md#gc-freeze).
+    gc.freeze()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A dead worker's live gauges must stop counting (prometheus_client multiprocess mode)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+
+
+def drain_worker(worker: Any) -> None:
+    service = getattr(worker.wsgi, "extensions", {}).get("agui_bridge")
+    if service is None:
+        return
+    stopped = service.drain(max(0.0, float(worker.cfg.graceful_timeout) - DRAIN_MARGIN_S))
+    if stopped:
+        worker.log.info("drain: stopped %d active run(s) with RUN_ERROR", stopped)
+
+
+def worker_abort(worker: Any) -> None:
+    """On a watchdog kill, log which greenlet blocked the hub."""
+    from gevent.util import format_run_info
+
+    worker.log.error("worker aborted; run info:\n%s", "\n".join(format_run_info()))

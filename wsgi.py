@@ -11,11 +11,10 @@ import sys
 
 from agui_bridge import create_app
 from agui_bridge.cli.doctor import startup_problems
-from agui_bridge.config import ConfigError
-from agui_bridge.config.settings import settings_from_env
+from agui_bridge.config import ConfigError, load_settings
 
 try:
-    settings = settings_from_env(os.environ)
+    settings = load_settings(os.environ)
 except ConfigError as exc:
     sys.stderr.write(f"agui-bridge: {exc}\n")
     sys.stderr.flush()

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from flask import Flask, Response, g, request
 
-from agui_bridge.config.settings import Settings, settings_from_env
+from agui_bridge.config.options import load_settings
+from agui_bridge.config.settings import Settings
 from agui_bridge.kernel.client import A2AClient
 from agui_bridge.observability import tracing
 from agui_bridge.observability.logs import configure_logging, reset_log_context
@@ -73,7 +74,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     Without `settings` (wsgi.py) the IAC_CODE_AGUI_* environment goes through the same validation as
     `agui-bridge serve`; an invalid value raises ConfigError.
     """
-    settings = settings or settings_from_env(os.environ)
+    settings = settings or load_settings(os.environ)
     configure_logging(settings.log_level, settings.log_format)
     app = Flask("agui_bridge")
     # A path with "//" (an id holding "/" sent percent-encoded) is 404, not a redirect to a merged path.

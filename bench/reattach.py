@@ -189,7 +189,8 @@ def emitter_cost(events: int = 200_000, batch: int = 32) -> dict[str, Any]:
     """CPU per shown event in the emitter with and without the run record (the bridge's own cost; the
     demo agent bounds the end-to-end case above)."""
     from agui_bridge.protocol import events as ev
-    from agui_bridge.reattach.record import RecordHead, RunRecord
+    from agui_bridge.reattach.format import RecordHead
+    from agui_bridge.reattach.record import RunRecord
     from agui_bridge.runs.emit import Emitter
     from agui_bridge.runs.observer import NULL_OBSERVER
 

@@ -45,7 +45,7 @@ from reattach import TOKEN, bridge, pct  # noqa: E402
 
 from agui_bridge.demo.testing import running_demo_agent  # noqa: E402
 from agui_bridge.protocol.sse import encode_numbered  # noqa: E402
-from agui_bridge.reattach.record import RecordHead, ensure_replay_dir, record_paths, ros_digest  # noqa: E402
+from agui_bridge.reattach.format import RecordHead, ensure_replay_dir, record_paths, ros_digest  # noqa: E402
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "bench-hostile"

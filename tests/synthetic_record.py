@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agui_bridge.protocol.sse import encode_numbered
-from agui_bridge.reattach.record import RecordHead, ensure_replay_dir, record_paths, ros_digest
+from agui_bridge.reattach.format import RecordHead, ensure_replay_dir, record_paths, ros_digest
 
 OWNER = "host:1:1"
 

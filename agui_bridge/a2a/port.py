@@ -8,7 +8,7 @@ orchestration layer calls it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from agui_bridge.a2a.signals import A2AEvent
 
@@ -45,10 +45,3 @@ class A2APort(Protocol):
     def pipeline_state(self, task_id: str, after_sequence: int) -> object | None: ...
 
     def close(self) -> None: ...
-
-
-if TYPE_CHECKING:  # mypy proves here that the real client satisfies the port
-    from agui_bridge.kernel.client import A2AClient
-
-    def _real_client_is_a_port(client: A2AClient) -> A2APort:
-        return client

@@ -311,7 +311,7 @@ def check_tracing(environ: Mapping[str, str]) -> Check:
     """OTEL_TRACES_EXPORTER names only exporters this installation has (a wrong one turns tracing off)."""
     import importlib.util
 
-    from agui_bridge.observability.tracing import requested_exporters
+    from agui_bridge.observability.tracing_setup import requested_exporters
 
     names = requested_exporters(environ)
     if not names:

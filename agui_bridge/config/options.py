@@ -5,7 +5,7 @@ validation, help, the `Settings` field it fills) and everything else is derived 
 flags, the resolution with the source of each value (`agui-bridge config show`) and `load_settings`, the one
 parse and validation every entry point uses (the CLI, `wsgi.py`, `deploy/gunicorn.conf.py`). Tokens are
 environment/YAML only and never printed. stdlib only at import (this runs in the gunicorn master before fork).
-The value converters live in `config_values`, the YAML file reading in `config_file`.
+The value converters live in `config/values.py`, the YAML file reading in `config/yaml_file.py`.
 """
 
 from __future__ import annotations
@@ -16,20 +16,19 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from agui_bridge.config.loopback import is_loopback_host
-from agui_bridge.config.values import ConfigError as ConfigError
+from agui_bridge.config.values import ConfigError, normalise_a2a_url
 from agui_bridge.config.values import boolean as _boolean
 from agui_bridge.config.values import choice as _choice
 from agui_bridge.config.values import host as _host
 from agui_bridge.config.values import non_negative as _non_negative
 from agui_bridge.config.values import non_negative_int as _non_negative_int
-from agui_bridge.config.values import normalise_a2a_url as normalise_a2a_url
 from agui_bridge.config.values import paths as _paths
 from agui_bridge.config.values import port as _port
 from agui_bridge.config.values import positive as _positive
 from agui_bridge.config.values import positive_int as _positive_int
 from agui_bridge.config.values import string as _string
 from agui_bridge.config.values import token as _token
-from agui_bridge.config.yaml_file import load_yaml_config as load_yaml_config
+from agui_bridge.config.yaml_file import load_yaml_config
 
 if TYPE_CHECKING:
     from agui_bridge.config.settings import Settings

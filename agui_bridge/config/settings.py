@@ -91,10 +91,3 @@ def allowed_roots(raw: str) -> tuple[Path, ...]:
         if path.is_dir():
             roots.append(path)
     return tuple(roots)
-
-
-def settings_from_env(environ: Mapping[str, str]) -> Settings:
-    """The validated settings of the IAC_CODE_AGUI_* environment (agui_bridge.config.load_settings)."""
-    from agui_bridge.config import load_settings
-
-    return load_settings(environ)

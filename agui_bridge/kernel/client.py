@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import requests
@@ -217,6 +217,13 @@ def check_restore_reply(status: int, body: object) -> None:
         message = error.get("message")
         raise A2ABackupNotReady(message if isinstance(message, str) and message else None)
     raise A2ABadReply(f"A2A answered the session restore with HTTP {status}")
+
+
+if TYPE_CHECKING:  # mypy proves here that the real client satisfies the port (the dialect never imports the client)
+    from agui_bridge.a2a.port import A2APort
+
+    def _real_client_is_a_port(client: A2AClient) -> A2APort:
+        return client
 
 
 __all__ = ["A2AClient", "A2ARpcError", "A2AStream", "A2ATransportError", "check_restore_reply"]

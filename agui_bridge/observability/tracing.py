@@ -28,9 +28,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
 
-from agui_bridge.observability.tracing_setup import TRACES_FILE_ENV as TRACES_FILE_ENV
 from agui_bridge.observability.tracing_setup import build_provider
-from agui_bridge.observability.tracing_setup import requested_exporters as requested_exporters
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -324,7 +322,6 @@ def end_request(handle: RequestTrace | None, status: int | None, error: BaseExce
 
 
 __all__ = [
-    "TRACES_FILE_ENV",
     "begin_request",
     "capture",
     "configure",
@@ -333,7 +330,6 @@ __all__ = [
     "end_request",
     "force_flush",
     "headers",
-    "requested_exporters",
     "reset",
     "span",
     "traced",

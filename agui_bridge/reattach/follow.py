@@ -32,16 +32,19 @@ from agui_bridge.errors import (
 from agui_bridge.i18n.language import translate
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.sse import HEARTBEAT_FRAME, encode_event
-from agui_bridge.reattach.reader import CHUNK_BYTES, RecordTail, find_frame_after, probe_head, scan_tail
-from agui_bridge.reattach.record import (
-    OwnerLiveness,
+from agui_bridge.reattach.format import existing_record_paths, ros_digest
+from agui_bridge.reattach.reader import (
+    CHUNK_BYTES,
     ReaderMarker,
     RecordReader,
-    existing_record_paths,
+    RecordTail,
+    find_frame_after,
+    probe_head,
     read_tombstone,
-    ros_digest,
+    scan_tail,
     seal_orphan,
 )
+from agui_bridge.reattach.status import OwnerLiveness
 from agui_bridge.worker.runtime import Runtime, read_off_hub, watch_file
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ thread files' retention. `replay/` as a whole has a budget and leaves a free-spa
 (`replay_budget`): past either, the oldest ended records go first and a live record stops (`: truncated`).
 
 This module is the writer (the owning worker); the layout is `reattach/format.py`, the readers'
-side `reattach/reader.py`, retention `reattach/retention.py`. Every name stays importable here.
+side `reattach/reader.py`, retention `reattach/retention.py`.
 """
 
 from __future__ import annotations
@@ -32,35 +32,20 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agui_bridge.reattach.budget import CHARGE_STEP_BYTES, RecordBudget, record_budget
+from agui_bridge.reattach.budget import CHARGE_STEP_BYTES, RecordBudget
 from agui_bridge.reattach.format import (
-    HEADER_PREFIX,
     READERS_SUFFIX,
     RECORD_SUFFIX,
-    REPLAY_DIR,
     TERMINAL_TYPES,
-    TOMBSTONE_SUFFIX,
     TRUNCATED_FRAME,
     RecordHead,
     ensure_replay_dir,
-    existing_record_paths,
-    parse_head,
     record_name,
-    record_paths,
     replay_dir,
-    ros_digest,
 )
 from agui_bridge.reattach.reader import (
-    READER_FRESH_S,
-    Frame,
-    ReaderMarker,
-    RecordReader,
-    read_tombstone,
     readers_present,
-    seal_orphan,
 )
-from agui_bridge.reattach.retention import RecordSweep, sweep_records
-from agui_bridge.reattach.status import OwnerLiveness, read_status
 
 log = logging.getLogger(__name__)
 
@@ -178,36 +163,3 @@ class RunRecord:
     def readers_present(self, now_s: float | None = None) -> bool:
         """Is some reader (on any worker) following this run now?"""
         return readers_present(replay_dir(self._state_dir) / (self.name + READERS_SUFFIX), now_s)
-
-
-__all__ = [
-    "HEADER_PREFIX",
-    "READERS_SUFFIX",
-    "READER_FRESH_S",
-    "RECORD_SUFFIX",
-    "REPLAY_DIR",
-    "TERMINAL_TYPES",
-    "TOMBSTONE_SUFFIX",
-    "TRUNCATED_FRAME",
-    "Frame",
-    "OwnerLiveness",
-    "ReaderMarker",
-    "RecordBudget",
-    "RecordHead",
-    "RecordReader",
-    "RecordSweep",
-    "RunRecord",
-    "ensure_replay_dir",
-    "existing_record_paths",
-    "parse_head",
-    "read_status",
-    "read_tombstone",
-    "readers_present",
-    "record_budget",
-    "record_name",
-    "record_paths",
-    "replay_dir",
-    "ros_digest",
-    "seal_orphan",
-    "sweep_records",
-]

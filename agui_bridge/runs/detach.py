@@ -15,7 +15,9 @@ from typing import Any
 from agui_bridge.config.settings import Settings
 from agui_bridge.errors import Cancelled
 from agui_bridge.protocol import events as ev
-from agui_bridge.reattach.record import RecordHead, RunRecord, record_budget, ros_digest
+from agui_bridge.reattach.budget import record_budget
+from agui_bridge.reattach.format import RecordHead, ros_digest
+from agui_bridge.reattach.record import RunRecord
 from agui_bridge.runs.admission import RunTicket
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.ending import RunEnd

@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agui_bridge.reattach.record import OwnerLiveness, sweep_records
-from agui_bridge.reattach.retention import OwnerAlive
+from agui_bridge.reattach.retention import OwnerAlive, sweep_records
+from agui_bridge.reattach.status import OwnerLiveness
 from agui_bridge.store import model
 from agui_bridge.store.errors import InvalidThreadId
 from agui_bridge.store.lease import LeaseCheck, lease_is_live, lease_key

@@ -24,7 +24,7 @@ def _reject_constant(name: str) -> object:
 def parse(data: bytes) -> object:
     """Strict JSON of a thread file: orjson where it accepts the bytes (several times faster; it refuses NaN
     as we do), else the standard library decides, so a file is accepted or refused as before (an integer
-    beyond 64 bits, which no thread file holds, becomes a float that `from_document` then refuses)."""
+    beyond 64 bits, which no thread file holds, becomes a float that `load_document` then refuses)."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:

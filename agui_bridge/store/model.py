@@ -2,7 +2,7 @@
 
 See docs/design.md#state-document and docs/design.md#state-load.
 
-Python code works with snake_case dataclasses; camelCase exists only in `to_document`/`from_document`.
+Python code works with snake_case dataclasses; camelCase exists only in `to_document` and `store/document.py`.
 The record has no field for message text, images, credentials or model options, and pending input
 values are cut down to the allow-list of docs/design.md#interrupt-building on the way in and out, so a secret cannot
 reach the file even by mistake.
@@ -278,17 +278,3 @@ def to_document(state: ThreadState) -> dict[str, object]:
     doc["threadId"] = state.thread_id
     doc["userId"] = state.user_id
     return doc
-
-
-# --------------------------------------------------------------------------------------------- from document
-
-
-def from_document(doc: object, thread_id: str) -> ThreadState:
-    """Validate a parsed document strictly (docs/design.md#state-load) and build the record.
-
-    Raises `StateCorrupt` naming the first problem. The schemas live in `state.document`, which builds
-    this module's records (hence the import here, not at the top).
-    """
-    from agui_bridge.store.document import load_document
-
-    return load_document(doc, thread_id)

@@ -34,10 +34,11 @@ from agui_bridge.store import flock
 from agui_bridge.store.codec import parse as _parse
 from agui_bridge.store.codec import serialise as _serialise
 from agui_bridge.store.doc_cache import DocumentCache
+from agui_bridge.store.document import load_document
 from agui_bridge.store.errors import InvalidThreadId, StateCorrupt, StateError, StateLockTimeout, StateWriteFailed
 from agui_bridge.store.filewrite import close_file
 from agui_bridge.store.keys import thread_file_stem
-from agui_bridge.store.model import ThreadState, from_document
+from agui_bridge.store.model import ThreadState
 from agui_bridge.store.writer import Durability, FileSignature, WriteError, file_signature, state_writer
 
 __all__ = [
@@ -169,7 +170,7 @@ class ThreadStore:
         raw = self._read_json(path)
         if raw is None:
             return None
-        return from_document(raw, thread_id)
+        return load_document(raw, thread_id)
 
     @staticmethod
     def _read_json(path: Path) -> object | None:

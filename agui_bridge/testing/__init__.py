@@ -244,7 +244,7 @@ def agui_a2a(request: pytest.FixtureRequest) -> Iterator[Upstream]:
     """The A2A upstream: ``--agui-a2a-url``/``IAC_CODE_AGUI_TEST_A2A_URL``, else the demo agent with a token."""
     url = request.config.getoption("--agui-a2a-url") or os.environ.get(URL_ENV)
     if url:
-        from agui_bridge.config.options import normalise_a2a_url
+        from agui_bridge.config.values import normalise_a2a_url
 
         yield Upstream(normalise_a2a_url(url), os.environ.get(TOKEN_ENV) or None)
         return

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import requests
 
-from agui_bridge.reattach.record import record_paths
+from agui_bridge.reattach.format import record_paths
 from tests.bridge_harness import BridgeServer, bridge_server
 from tests.synthetic_record import write_synthetic_record
 

@@ -9,7 +9,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from agui_bridge.app import create_app
-from agui_bridge.config.settings import Settings, settings_from_env
+from agui_bridge.config import load_settings
+from agui_bridge.config.settings import Settings
 
 PAGES = {
     "/console": "text/html; charset=utf-8",
@@ -85,4 +86,4 @@ def test_the_files_are_package_data() -> None:
 )
 def test_console_setting_from_the_environment(value: str | None, enabled: bool) -> None:
     environ = {} if value is None else {"IAC_CODE_AGUI_CONSOLE": value}
-    assert settings_from_env(environ).console_enabled is enabled
+    assert load_settings(environ).console_enabled is enabled

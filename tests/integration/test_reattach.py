@@ -20,7 +20,8 @@ from flask.testing import FlaskClient
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.i18n.language import translate
-from agui_bridge.reattach.record import record_paths, sweep_records
+from agui_bridge.reattach.format import record_paths
+from agui_bridge.reattach.retention import sweep_records
 from agui_bridge.store.store import ThreadStore
 from tests.agui_checks import assert_valid_agui_stream, parse_sse
 from tests.bridge_harness import new_thread_id, run_body, wait_for_task_state

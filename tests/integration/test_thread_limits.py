@@ -7,8 +7,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from agui_bridge.config import load_settings
 from agui_bridge.config.options import add_arguments, resolve, worker_environment
-from agui_bridge.config.settings import Settings, settings_from_env
+from agui_bridge.config.settings import Settings
 from agui_bridge.testing import AguiClient, EventStream, run_input
 from agui_bridge.worker.runtime import GeventRuntime, ThreadRuntime
 from tests.bridge_harness import new_thread_id
@@ -29,7 +30,7 @@ def test_the_setting_travels_from_flag_and_env_to_the_workers() -> None:
     assert resolved["max_thread_streams"] == 3 and resolved.sources["max_thread_streams"] == "flag"
     env = worker_environment(resolved, {})
     assert env["IAC_CODE_AGUI_MAX_THREAD_STREAMS"] == "3"
-    assert settings_from_env(env).max_thread_streams_per_worker == 3
+    assert load_settings(env).max_thread_streams_per_worker == 3
     assert Settings().max_thread_streams_per_worker == 16
 
 

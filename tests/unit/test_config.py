@@ -118,9 +118,7 @@ def test_worker_environment_carries_every_resolved_value(tmp_path: Path) -> None
     assert env["IAC_CODE_AGUI_PORT"] == "9100" and env["IAC_CODE_AGUI_METRICS"] == "false"
     assert env["IAC_CODE_AGUI_AUTH_TOKEN"] == "s3cret" and env["UNRELATED"] == "1"
     assert "IAC_CODE_AGUI_A2A_URL" not in env  # unset: the managed child is used
-    from agui_bridge.config.settings import settings_from_env
-
-    settings = settings_from_env(env)
+    settings = load_settings(env)
     assert (settings.auth_token, settings.metrics_enabled, settings.idle_shutdown_s) == ("s3cret", False, 0.0)
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from agui_bridge.a2a.signals import A2AEvent
-from agui_bridge.config import ConfigError
+from agui_bridge.config import ConfigError, load_settings
 from agui_bridge.config.options import add_arguments, resolve, worker_environment
-from agui_bridge.config.settings import Settings, settings_from_env
+from agui_bridge.config.settings import Settings
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.cancel import CANCELLED, cancel_execution
 from agui_bridge.runs.observer import Outcome
@@ -292,8 +292,8 @@ def test_finding_08_client_write_timeout_is_a_validated_setting() -> None:
         resolve(parser.parse_args(["--client-write-timeout", "-1"]), {})
     resolved = resolve(parser.parse_args([]), {"IAC_CODE_AGUI_CLIENT_WRITE_TIMEOUT": "7.5"})
     assert resolved["client_write_timeout"] == 7.5
-    assert settings_from_env(worker_environment(resolved, {})).client_write_timeout_s == 7.5
-    assert settings_from_env({}).client_write_timeout_s == 60.0
+    assert load_settings(worker_environment(resolved, {})).client_write_timeout_s == 7.5
+    assert load_settings({}).client_write_timeout_s == 60.0
 
 
 def test_finding_03_the_end_of_a_guidance_request_leaves_other_runs_registered(tmp_path: Path) -> None:

@@ -16,9 +16,8 @@ import pytest
 from agui_bridge.config.settings import Settings
 from agui_bridge.errors import ReplayCursorOutOfRange, ReplayExpired, RunNotFound
 from agui_bridge.reattach.follow import follow, open_reattach
-from agui_bridge.reattach.format import MAX_HEADER_BYTES, TRUNCATED_FRAME
-from agui_bridge.reattach.reader import CHUNK_BYTES, find_frame_after, probe_head, scan_tail
-from agui_bridge.reattach.record import RecordHead, RecordReader, record_paths
+from agui_bridge.reattach.format import MAX_HEADER_BYTES, TRUNCATED_FRAME, RecordHead, record_paths
+from agui_bridge.reattach.reader import CHUNK_BYTES, RecordReader, find_frame_after, probe_head, scan_tail
 from agui_bridge.worker.runtime import ThreadRuntime
 from tests.synthetic_record import text_frame, write_synthetic_record
 

@@ -17,18 +17,11 @@ from agui_bridge.errors import InvalidInput, ReplayCursorOutOfRange, ReplayExpir
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.sse import encode_event
 from agui_bridge.reattach.follow import open_reattach, parse_cursor, stream_backlog
-from agui_bridge.reattach.record import (
-    OwnerLiveness,
-    ReaderMarker,
-    RecordHead,
-    RecordReader,
-    RunRecord,
-    readers_present,
-    record_paths,
-    ros_digest,
-    seal_orphan,
-    sweep_records,
-)
+from agui_bridge.reattach.format import RecordHead, record_paths, ros_digest
+from agui_bridge.reattach.reader import ReaderMarker, RecordReader, readers_present, seal_orphan
+from agui_bridge.reattach.record import RunRecord
+from agui_bridge.reattach.retention import sweep_records
+from agui_bridge.reattach.status import OwnerLiveness
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.observer import NULL_OBSERVER
 from agui_bridge.runs.retention import prune

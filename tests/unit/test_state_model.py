@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agui_bridge.protocol.ids import emitted_id
+from agui_bridge.store.document import load_document as from_document
 from agui_bridge.store.errors import StateCorrupt
 from agui_bridge.store.keys import context_id_for
 from agui_bridge.store.model import (
@@ -24,7 +25,6 @@ from agui_bridge.store.model import (
     RunLease,
     ThreadState,
     format_rfc3339_ms,
-    from_document,
     new_thread,
     parse_rfc3339_ms,
     retire_execution,

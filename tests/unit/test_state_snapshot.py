@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_bridge.config import limits
+from agui_bridge.store.document import load_document
 from agui_bridge.store.model import (
     AppliedResume,
     Execution,
     PendingInterrupt,
     RunLease,
     ThreadState,
-    from_document,
     new_thread,
     to_document,
 )
@@ -26,7 +26,7 @@ DIGEST = "ab" * 32
 
 def _round_trip(state: ThreadState) -> ThreadState:
     text = json.dumps(to_document(state), indent=2, ensure_ascii=False, allow_nan=False)
-    return from_document(json.loads(text), state.thread_id)
+    return load_document(json.loads(text), state.thread_id)
 
 
 def _same(copy: ThreadState, read: ThreadState) -> bool:

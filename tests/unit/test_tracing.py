@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agui_bridge.errors import ThreadBusy
-from agui_bridge.observability import tracing
-from agui_bridge.store import model
+from agui_bridge.observability import tracing, tracing_setup
+from agui_bridge.store import document, model
 
 INCOMING = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -51,7 +51,7 @@ def finished(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
     ],
 )
 def test_requested_exporters(environ: dict[str, str], expected: tuple[str, ...]) -> None:
-    assert tracing.requested_exporters(environ) == expected
+    assert tracing_setup.requested_exporters(environ) == expected
 
 
 def test_off_by_default_and_every_helper_is_a_pass_through() -> None:
@@ -185,7 +185,7 @@ def test_current_traceparent_names_the_current_span(exporter: InMemorySpanExport
 
 def test_console_exporter_writes_json_lines_to_a_private_file(tmp_path: Path) -> None:
     path = tmp_path / "spans.jsonl"
-    assert tracing.configure({"OTEL_TRACES_EXPORTER": "console", tracing.TRACES_FILE_ENV: str(path)})
+    assert tracing.configure({"OTEL_TRACES_EXPORTER": "console", tracing_setup.TRACES_FILE_ENV: str(path)})
     with tracing.span("agui.admission", {"agui.thread_id": "t1"}):
         pass
     tracing.force_flush()
@@ -235,7 +235,7 @@ def test_an_unknown_exporter_is_ignored_with_a_warning(caplog: pytest.LogCapture
     assert "zipkin" in caplog.text and not tracing.enabled()
     tracing.reset()
     path = tmp_path / "spans.jsonl"
-    assert tracing.configure({"OTEL_TRACES_EXPORTER": "zipkin,console", tracing.TRACES_FILE_ENV: str(path)})
+    assert tracing.configure({"OTEL_TRACES_EXPORTER": "zipkin,console", tracing_setup.TRACES_FILE_ENV: str(path)})
 
 
 def test_otlp_without_the_extra_stays_off_and_says_how_to_install_it(
@@ -258,10 +258,10 @@ def test_otlp_without_the_extra_stays_off_and_says_how_to_install_it(
 def test_execution_traceparent_round_trips_and_an_invalid_one_is_dropped() -> None:
     state = model.new_thread("thread-1", "/work", None, "ros-1", "exec-1")
     state.execution.traceparent = INCOMING
-    document = model.to_document(state)
-    assert document["execution"]["traceparent"] == INCOMING  # type: ignore[index]
-    assert model.from_document(document, "thread-1").execution.traceparent == INCOMING
-    document["execution"]["traceparent"] = "00-not-a-traceparent-01"  # type: ignore[index]
-    assert model.from_document(document, "thread-1").execution.traceparent is None
+    stored = model.to_document(state)
+    assert stored["execution"]["traceparent"] == INCOMING  # type: ignore[index]
+    assert document.load_document(stored, "thread-1").execution.traceparent == INCOMING
+    stored["execution"]["traceparent"] = "00-not-a-traceparent-01"  # type: ignore[index]
+    assert document.load_document(stored, "thread-1").execution.traceparent is None
     state.execution.traceparent = None
     assert "traceparent" not in model.to_document(state)["execution"]  # type: ignore[operator]

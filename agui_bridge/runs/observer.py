@@ -45,7 +45,7 @@ class RunObserver(Protocol):
 
 
 class NullObserver:
-    """RunObserver and state.store.StoreObserver, doing nothing."""
+    """RunObserver and store.store.StoreObserver, doing nothing."""
 
     def run_started(self) -> None:
         pass

@@ -4,7 +4,7 @@ A run's commit points (admission, identity, release) each re-read the thread fil
 that file is still the one this worker wrote last, reading it again (open, read, parse, and the schema
 check, about 0.2 ms of the hub each time) only returns what the worker already has. So every commit
 remembers the document with the signature the writer read from the file it renamed into place
-(`state.writer.file_signature`: device, inode, size, modification time to the nanosecond, mode); a
+(`store.writer.file_signature`: device, inode, size, modification time to the nanosecond, mode); a
 transaction whose `lstat` of the path, taken under the lock, shows the same signature works on a copy of
 it instead. Anything else (another worker wrote, the file was removed or replaced, a mode changed) reads
 and validates the file as before, so no decision is ever taken on a document other than the one on disk.

@@ -1,7 +1,7 @@
 """The thread file's schemaVersion 1 document, declared (docs/design.md#state-load).
 
 Each schema names its fields (wire names as `data_key`) and the rule of each (`validate`), and its
-`post_load` builds the record of `state.model`. A missing optional field takes the record's default.
+`post_load` builds the record of `store.model`. A missing optional field takes the record's default.
 Anything else wrong makes the file corrupt (`StateCorrupt`, naming the first problem), except where a
 field says it is read leniently and why.
 """

@@ -1,4 +1,4 @@
-"""The system calls of one state-file write, for the writer threads (`state.writer`, docs/design.md#state-writer).
+"""The system calls of one state-file write, for the writer threads (`store.writer`, docs/design.md#state-writer).
 
 Each function here blocks in the kernel and must only run on a writer or syncer thread, never on the
 gevent hub: naming and creating the temporary file, stamping it for the cache, renaming it into place,

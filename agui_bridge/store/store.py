@@ -9,7 +9,7 @@ Rules it follows (docs/design.md#state-write-protocol, #state-lock, #state-cache
   `lstat` proves it is the very file this worker last wrote (`state.doc_cache`);
 * writes are temp file + `os.replace` (+ file and directory fsync for power-class commits), so lock-free
   readers see the old or the new document, never a torn one; the write itself runs on the worker's
-  writer thread (`state.writer`), batched with concurrent commits, never on the gevent hub;
+  writer thread (`store.writer`), batched with concurrent commits, never on the gevent hub;
 * directories are 0700 and files 0600; nothing is created or read until a thread is first touched.
 
 In front of the file lock sits an in-process lock per thread key, so greenlets (or threads) of one
@@ -323,7 +323,7 @@ class ThreadStore:
 
     @staticmethod
     def _write_file(path: Path, state: ThreadState, durability: Durability) -> FileSignature | None:
-        """Serialise here (a failure touches no file), write on the writer thread (`state.writer`)."""
+        """Serialise here (a failure touches no file), write on the writer thread (`store.writer`)."""
         try:
             payload = _serialise(state)
         except (TypeError, ValueError, OverflowError, RecursionError) as exc:

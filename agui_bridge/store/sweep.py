@@ -3,7 +3,7 @@
 A `<stem>.json.lock` whose `<stem>.json` is gone stays behind after a thread is pruned, and a writer
 killed between its temp file and the `os.replace` leaves `.<stem>.json.<pid>-<n>.tmp`. Neither is
 ever needed again once it is older than `limits.SWEEP_MIN_AGE_S`; this removes them, from
-`state prune` and the hourly sweep (`state.retention.prune`).
+`state prune` and the hourly sweep (`runs.retention.prune`).
 
 A lock file is only removed while this process holds its `flock` (taken without waiting, so a busy
 thread is simply skipped) and after re-checking that no thread file appeared; `ThreadStore` retries

@@ -37,10 +37,10 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from agui_bridge import create_app  # noqa: E402 - after the environment is complete
-from agui_bridge.doctor import startup_problems  # noqa: E402
-from agui_bridge.settings import settings_from_env  # noqa: E402
+from agui_bridge.cli.doctor import startup_problems  # noqa: E402
+from agui_bridge.config import load_settings  # noqa: E402
 
-settings = settings_from_env(os.environ)
+settings = load_settings(os.environ)
 # doctor's permission checks: an env file with a token that others can read stops the app (one line in
 # the error log; mod_wsgi then answers 500), a state directory open to others is a warning.
 refusals, warnings = startup_problems(settings.state_dir, Path(ENV_FILE) if HOLDS_SECRET else None, "env file")

@@ -14,10 +14,11 @@ from agui_bridge.config.settings import Settings
 from agui_bridge.errors import ReplayExpired
 from agui_bridge.protocol import events as ev
 from agui_bridge.reattach import retention as replay_retention
-from agui_bridge.reattach.budget import CHARGE_STEP_BYTES, record_budget
+from agui_bridge.reattach.budget import CHARGE_STEP_BYTES, RecordBudget, record_budget
 from agui_bridge.reattach.follow import open_reattach
-from agui_bridge.reattach.format import TRUNCATED_FRAME
-from agui_bridge.reattach.record import RecordBudget, RecordHead, RecordReader, RunRecord, record_paths, ros_digest
+from agui_bridge.reattach.format import TRUNCATED_FRAME, RecordHead, record_paths, ros_digest
+from agui_bridge.reattach.reader import RecordReader
+from agui_bridge.reattach.record import RunRecord
 from agui_bridge.reattach.retention import enforce_budget
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.observer import NULL_OBSERVER

@@ -16,9 +16,16 @@ import pytest
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.sse import encode_numbered
 from agui_bridge.reattach import retention as replay_retention
-from agui_bridge.reattach.format import MAX_HEADER_BYTES, TRUNCATED_FRAME, replay_dir
-from agui_bridge.reattach.record import RecordHead, RecordReader, record_paths, ros_digest, sweep_records
-from agui_bridge.reattach.retention import SWEEP_LOCK
+from agui_bridge.reattach.format import (
+    MAX_HEADER_BYTES,
+    TRUNCATED_FRAME,
+    RecordHead,
+    record_paths,
+    replay_dir,
+    ros_digest,
+)
+from agui_bridge.reattach.reader import RecordReader
+from agui_bridge.reattach.retention import SWEEP_LOCK, sweep_records
 from agui_bridge.reattach.status import TAIL_BYTES, read_status
 
 OWNER = "other-host.invalid:1:1"

@@ -100,15 +100,10 @@ def test_a_pipeline_is_resumed_through_the_selection_and_the_sideband_permission
     assert runs[-1]["terminal"] == "RUN_FINISHED" and runs[-1]["outcome"] == "success", runs
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the bridge keeps a Pipeline step's text message open until the run ends, and CopilotKit's "
-    "connect replay (compactEvents) places each message where it ended: after a reload the candidates "
-    "show before the requirements",
-)
 def test_copilotkit_replay_shows_the_pipeline_messages_in_their_live_order(
     copilotkit: dict[str, dict[str, Any]],
 ) -> None:
+    """CopilotKit's connect replay puts each message where it ended: a step's messages end with the step."""
     assert copilotkit["pipeline"]["replayKeepsOrder"] is True
 
 

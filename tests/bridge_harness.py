@@ -96,8 +96,9 @@ class BridgeServer:
         args += ["--state-dir", str(self.state_dir)]
         for name, value in self.options.items():
             args += [f"--{name.replace('_', '-')}", str(value)]
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(args, env=env, stdout=log, stderr=log, start_new_session=True)
+        # The child writes through its own copy of the descriptor: ours closes at once (no ResourceWarning).
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(args, env=env, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -301,10 +302,10 @@ class WsgiHost(BridgeServer):
         super().stop(sig, group=group)
 
     def start(self) -> WsgiHost:
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            self.command(), cwd=REPO_ROOT, env=self.environment(), stdout=log, stderr=log, start_new_session=True
-        )
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.command(), cwd=REPO_ROOT, env=self.environment(), stdout=log, stderr=log, start_new_session=True
+            )
         self.wait_ready()
         return self
 

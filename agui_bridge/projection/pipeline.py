@@ -231,23 +231,21 @@ class PipelineMapper:
         return out
 
     def _owned_message_id(self, envelope: dict[str, Any]) -> str:
-        """The envelope's message id, remembered with the steps whose end ends it."""
+        """The envelope's message id, remembered with the steps whose end ends it (none for Pipeline-level text)."""
         message_id = self.message_id(envelope)
-        owners = owners_of(envelope)
-        if owners:
-            self._message_owners[message_id] = owners
+        self._message_owners[message_id] = owners_of(envelope)
         return message_id
 
-    def _end_messages_of(self, out: list[Event], key: str) -> None:
-        """End the step's reasoning, then its text (sorted, as close_all does) before its STEP_FINISHED.
+    def _end_messages(self, out: list[Event], message_ids: list[str]) -> None:
+        """End their open reasoning, then their open text, each sorted, as close_all does.
 
         A message left open to the end of the run would be placed after every later message by a
         client's replay, which puts each message where it ended (docs/design.md#pipelines).
         """
-        owned = sorted(message_id for message_id, owners in self._message_owners.items() if key in owners)
-        for message_id in sorted(owned, key=lambda message_id: emitted_id("reasoning-" + message_id)):
-            self._projector.end_reasoning(out, "reasoning-" + message_id)
-        for message_id in owned:
+        reasoning_ids = sorted(emitted_id("reasoning-" + message_id) for message_id in message_ids)
+        for reasoning_id in reasoning_ids:
+            self._projector.end_reasoning(out, reasoning_id)
+        for message_id in sorted(message_ids):
             self._projector.end_text(out, message_id)
 
     def _step(self, out: list[Event], event_type: object, envelope: dict[str, Any]) -> None:
@@ -258,13 +256,18 @@ class PipelineMapper:
             return
         key, name = step
         open_steps = self._projector.open_steps
+        owners = self._message_owners
+        if event_type == "step_started" and key.startswith("step:"):
+            # The kernel shows text of one parent step at a time: a new one ends the earlier steps' and
+            # the Pipeline-level messages still open (docs/design.md#pipelines).
+            self._end_messages(out, [message_id for message_id, keys in owners.items() if key not in keys])
         if event_type in STEP_OPENING_TYPES:
             self.durable_steps.add(key)
             if key not in open_steps:
                 open_steps[key] = name
                 out.append(ev.step_started(name))
             return
-        self._end_messages_of(out, key)
+        self._end_messages(out, [message_id for message_id, keys in owners.items() if key in keys])
         if key not in self.durable_steps:
             return
         self.durable_steps.discard(key)

@@ -231,6 +231,8 @@ C0 = {"candidate": {"id": "c0", "runId": "crun-0"}, "candidateStep": {"id": "tpl
 C1 = {"candidate": {"id": "c1", "runId": "crun-1"}, "candidateStep": {"id": "tpl", "runId": "crun-1-tpl-1"}}
 C0_TEXT = "pipeline-message:pipeline-thread-1:candidate_step:crun-0:crun-0-tpl-1"
 C1_TEXT = "pipeline-message:pipeline-thread-1:candidate_step:crun-1:crun-1-tpl-1"
+C0_IN_CANDIDATES = {**C0, "step": {"id": "candidates"}}
+C0_IN_CANDIDATES_TEXT = "pipeline-message:pipeline-thread-1:candidate_step:crun-0:crun-0-tpl-1:candidates"
 REQUIREMENTS = {"step": {"id": "requirements", "runId": "step-requirements-1"}}
 REQUIREMENTS_TEXT = "pipeline-message:pipeline-thread-1:step:step-requirements-1"
 
@@ -311,6 +313,41 @@ REQUIREMENTS_TEXT = "pipeline-message:pipeline-thread-1:step:step-requirements-1
                 ("TEXT_MESSAGE_START", REQUIREMENTS_TEXT),
             ],
             id="text for a step after its end reopens the same message",
+        ),
+        pytest.param(
+            [
+                envelope("text_delta", 1, "e1", scope="pipeline", data={"text": "planning"}),
+                envelope("step_started", 2, "e2", scope="step", **REQUIREMENTS),
+                envelope("text_delta", 3, "e3", scope="step", data={"text": "needs"}, **REQUIREMENTS),
+                envelope("step_completed", 4, "e4", scope="step", **REQUIREMENTS),
+                envelope("text_delta", 5, "e5", scope="step", data={"text": "more"}, **REQUIREMENTS),
+                envelope("step_started", 6, "e6", scope="step", step={"id": "candidates"}),
+            ],
+            [
+                ("TEXT_MESSAGE_START", "pipeline-message:pipeline-thread-1:pipeline"),
+                ("TEXT_MESSAGE_END", "pipeline-message:pipeline-thread-1:pipeline"),
+                ("STEP_STARTED", "requirements"),
+                ("TEXT_MESSAGE_START", REQUIREMENTS_TEXT),
+                ("TEXT_MESSAGE_END", REQUIREMENTS_TEXT),
+                ("STEP_FINISHED", "requirements"),
+                ("TEXT_MESSAGE_START", REQUIREMENTS_TEXT),
+                ("TEXT_MESSAGE_END", REQUIREMENTS_TEXT),
+                ("STEP_STARTED", "candidates"),
+            ],
+            id="a parent step's start ends the Pipeline-level text and an earlier step's reopened text",
+        ),
+        pytest.param(
+            [
+                envelope("step_started", 1, "e1", scope="step", step={"id": "candidates"}),
+                envelope("text_delta", 2, "e2", scope="candidate_step", data={"text": "zero"}, **C0_IN_CANDIDATES),
+                envelope("candidate_step_started", 3, "e3", scope="candidate_step", **C1),
+            ],
+            [
+                ("STEP_STARTED", "candidates"),
+                ("TEXT_MESSAGE_START", C0_IN_CANDIDATES_TEXT),
+                ("STEP_STARTED", "candidate:c1:tpl"),
+            ],
+            id="a candidate step's start leaves the parallel candidates open",
         ),
     ],
 )

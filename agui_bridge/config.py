@@ -185,6 +185,11 @@ OPTIONS: tuple[Option, ...] = (
         "--reattach-max-bytes must be a non-negative integer.",
         "bytes recorded per run for reattach; past it reattach answers 410 (0: no record)",
     ),
+    Option(
+        "hub_watchdog_ms", "HUB_WATCHDOG_MS", 0.0, _non_negative,
+        "--hub-watchdog-ms must be a non-negative number of milliseconds.",
+        "log (WARNING, with the stack) any greenlet that holds a gevent worker's hub this long (0: off)",
+    ),
 )  # fmt: skip
 
 

@@ -62,6 +62,7 @@ class Settings:
     reattach_window_s: float = 0.0
     reattach_retention_s: float = 3600.0  # a finished run stays replayable this long
     reattach_max_bytes: int = 64 * MIB  # per-run record bound; 0: no record (no reattach)
+    hub_watchdog_ms: float = 0.0  # gunicorn gevent workers: report hub stalls this long (docs/design.md#hub-watchdog)
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ threshold. Only stdlib at module level: gunicorn_config imports this in the mast
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import warnings
@@ -24,8 +25,11 @@ log = logging.getLogger(__name__)
 
 #: The monitor samples this many times per threshold: a stall is caught within 1.5 thresholds of own time.
 SAMPLES_PER_THRESHOLD = 2
-#: The message of every report's log record (the harness of the test suite finds reports by it).
+#: The message of every report's log record (the test suite and the bench find reports by it).
 REPORT_MESSAGE = "hub blocked"
+LOGGER_NAME = __name__
+#: How agui_bridge.logs.TextFormatter indents the lines of a record's stack.
+CONTINUATION = "    "
 
 
 @dataclass(frozen=True)
@@ -182,4 +186,67 @@ def start_hub_watchdog(threshold_ms: float, *, count: bool) -> HubWatchdog | Non
         return None
     watchdog = HubWatchdog(threshold_ms / 1000.0, count_and_log_report if count else log_report)
     watchdog.install()
+    log.info("hub watchdog on: reporting stalls of %g ms or more", threshold_ms)
     return watchdog
+
+
+@dataclass(frozen=True)
+class LoggedReport:
+    """A report read back out of a server's log (the test suite fails on it, the bench records it)."""
+
+    blocked_ms: int
+    blocked_since: float
+    stack: str
+    record: str
+
+
+def logged_reports(text: str) -> list[LoggedReport]:
+    """Every watchdog record in a log's text, JSON or text format (other records are skipped)."""
+    found = [_parse_record(lines) for lines in _records(text)]
+    return [report for report in found if report is not None]
+
+
+def _records(text: str) -> list[list[str]]:
+    """Log lines grouped per record: a text record's continuation lines are indented (agui_bridge.logs)."""
+    grouped: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith(CONTINUATION) and grouped:
+            grouped[-1].append(line)
+        else:
+            grouped.append([line])
+    return grouped
+
+
+def _parse_record(lines: list[str]) -> LoggedReport | None:
+    line = lines[0]
+    if LOGGER_NAME not in line or REPORT_MESSAGE not in line:
+        return None
+    if line.lstrip().startswith("{"):
+        try:
+            document = json.loads(line)
+        except ValueError:
+            return None
+        if document.get("logger") != LOGGER_NAME:
+            return None
+        return LoggedReport(
+            int(document.get("blocked_ms", 0)), float(document.get("blocked_since", 0.0)),
+            str(document.get("stack", "")), line,
+        )  # fmt: skip
+    stack = "\n".join(continued[len(CONTINUATION) :] for continued in lines[1:])
+    return LoggedReport(
+        int(_text_field(line, "blocked_ms") or 0), float(_text_field(line, "blocked_since") or 0.0),
+        stack, "\n".join(lines),
+    )  # fmt: skip
+
+
+def _text_field(line: str, name: str) -> str | None:
+    """`name=value` of agui_bridge.logs.TextFormatter (a quoted value is a JSON string)."""
+    marker = f" {name}="
+    start = line.find(marker)
+    if start < 0:
+        return None
+    rest = line[start + len(marker) :]
+    if rest.startswith('"'):
+        value, _ = json.JSONDecoder().raw_decode(rest)
+        return str(value)
+    return rest.split(" ", 1)[0]

@@ -10,19 +10,15 @@ which test was running when the stall began.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agui_bridge.hub_watchdog import REPORT_MESSAGE
+from agui_bridge.hub_watchdog import logged_reports
 
 #: The threshold of every gevent server in the tests (the production default is off).
 THRESHOLD_MS = 100
 ENV_NAME = "IAC_CODE_AGUI_HUB_WATCHDOG_MS"
-LOGGER = "agui_bridge.hub_watchdog"
-#: How agui_bridge.logs.TextFormatter indents the lines of a record's stack.
-CONTINUATION = "    "
 
 
 @dataclass(frozen=True)
@@ -40,52 +36,6 @@ class HubReport:
             f"hub blocked for {self.blocked_ms} ms (stall began while {running} ran) in {self.log_path.name}:\n"
             f"{self.stack}"
         )
-
-
-def parse_report(lines: list[str], log_path: Path) -> HubReport | None:
-    """A watchdog record out of a log line (JSON), or a line and its indented continuation (text format);
-    None for any other record."""
-    line = lines[0]
-    if LOGGER not in line or REPORT_MESSAGE not in line:
-        return None
-    if line.lstrip().startswith("{"):
-        try:
-            document = json.loads(line)
-        except ValueError:
-            return None
-        return HubReport(
-            log_path, int(document.get("blocked_ms", 0)), float(document.get("blocked_since", 0.0)),
-            str(document.get("stack", "")), line,
-        )  # fmt: skip
-    stack = "\n".join(continued[len(CONTINUATION) :] for continued in lines[1:])
-    return HubReport(
-        log_path, int(_text_field(line, "blocked_ms") or 0), float(_text_field(line, "blocked_since") or 0.0),
-        stack, "\n".join(lines),
-    )  # fmt: skip
-
-
-def records(text: str) -> list[list[str]]:
-    """Log lines grouped per record: a text record's continuation lines are indented (agui_bridge.logs)."""
-    grouped: list[list[str]] = []
-    for line in text.splitlines():
-        if line.startswith(CONTINUATION) and grouped:
-            grouped[-1].append(line)
-        else:
-            grouped.append([line])
-    return grouped
-
-
-def _text_field(line: str, name: str) -> object:
-    """`name=value` of agui_bridge.logs.TextFormatter: a quoted value is a JSON string."""
-    marker = f" {name}="
-    start = line.find(marker)
-    if start < 0:
-        return None
-    rest = line[start + len(marker) :]
-    if rest.startswith('"'):
-        value, _ = json.JSONDecoder().raw_decode(rest)
-        return value
-    return rest.split(" ", 1)[0]
 
 
 @dataclass
@@ -130,10 +80,10 @@ class HubGuard:
                     data = log.read()
                 complete = data[: data.rfind(b"\n") + 1]  # a line still being written waits for the next look
                 watched.offset += len(complete)
-                for record in records(complete.decode("utf-8", "replace")):
-                    report = parse_report(record, path)
-                    if report is not None:
-                        reports.append(report)
+                for logged in logged_reports(complete.decode("utf-8", "replace")):
+                    reports.append(
+                        HubReport(path, logged.blocked_ms, logged.blocked_since, logged.stack, logged.record)
+                    )
             if not watched.running:
                 del self.watched[path]
         return reports

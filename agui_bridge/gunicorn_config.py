@@ -89,10 +89,12 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
     def init_worker(worker: Any) -> None:
         post_worker_init(worker)
         if settings.hub_watchdog_ms > 0:
-            from agui_bridge.hub_watchdog import start_hub_watchdog
+            from agui_bridge.hub_watchdog import count_and_log_report, log_report, start_hub_watchdog
 
             # In the worker, on the hub's thread, after patching (docs/design.md#hub-watchdog).
-            start_hub_watchdog(settings.hub_watchdog_ms, count=settings.metrics_enabled)
+            start_hub_watchdog(
+                settings.hub_watchdog_ms, count_and_log_report if settings.metrics_enabled else log_report
+            )
 
     return {
         "bind": [f"{settings.host}:{settings.port}"],

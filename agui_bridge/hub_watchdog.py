@@ -180,11 +180,12 @@ def count_and_log_report(report: BlockReport) -> None:
     log_report(report)
 
 
-def start_hub_watchdog(threshold_ms: float, *, count: bool) -> HubWatchdog | None:
-    """Called in a patched gevent worker, on the hub's thread (gunicorn's post_worker_init); 0 is off."""
+def start_hub_watchdog(threshold_ms: float, emit: Callable[[BlockReport], None]) -> HubWatchdog | None:
+    """Called in a patched process, on the hub's thread (gunicorn's post_worker_init); 0 is off. `emit` gets
+    each report in a greenlet of its own."""
     if threshold_ms <= 0:
         return None
-    watchdog = HubWatchdog(threshold_ms / 1000.0, count_and_log_report if count else log_report)
+    watchdog = HubWatchdog(threshold_ms / 1000.0, emit)
     watchdog.install()
     log.info("hub watchdog on: reporting stalls of %g ms or more", threshold_ms)
     return watchdog

@@ -10,6 +10,11 @@ which test was running when the stall began.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,3 +102,36 @@ class HubGuard:
 
 #: One guard per pytest process (xdist workers each have their own).
 GUARD = HubGuard()
+
+
+#: Put before a script that patches gevent itself: the same watchdog, its reports written to a file.
+PATCHED_PRELUDE = f"""
+from gevent import monkey
+monkey.patch_all()
+import atexit as _atexit, json as _json, os as _os, gevent as _gevent
+from agui_bridge.hub_watchdog import start_hub_watchdog as _start_hub_watchdog
+
+def _write_hub_report(report, _path=_os.environ["AGUI_TEST_HUB_REPORTS"]):
+    with open(_path, "a", encoding="utf-8") as out:
+        out.write(_json.dumps({{"blocked_ms": report.blocked_ms, "stack": report.stack}}) + "\\n")
+
+_start_hub_watchdog({THRESHOLD_MS}, _write_hub_report)
+_atexit.register(_gevent.sleep, {THRESHOLD_MS * 2 / 1000})  # a report of the last instant still gets written
+"""
+
+
+def run_patched(script: str, *argv: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run a script that patches gevent (`python -c`) with the hub watchdog on, as every gevent server of the
+    suite runs it; a report fails the calling test with the stack, whatever the script printed."""
+    with tempfile.TemporaryDirectory(prefix="hub-reports-") as scratch:
+        reports = Path(scratch) / "reports.jsonl"
+        env = {**os.environ, "AGUI_TEST_HUB_REPORTS": str(reports)}
+        done = subprocess.run(
+            [sys.executable, "-c", PATCHED_PRELUDE + script, *argv],
+            capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, check=False,
+        )  # fmt: skip
+        found = [json.loads(line) for line in reports.read_text().splitlines()] if reports.exists() else []
+    if found:
+        described = "\n\n".join(f"hub blocked for {r['blocked_ms']} ms:\n{r['stack']}" for r in found)
+        raise AssertionError(f"the hub watchdog reported {len(found)} stall(s) in the script:\n{described}")
+    return done

@@ -13,7 +13,7 @@ import pytest
 from agui_bridge.config import ConfigError, load_settings
 from agui_bridge.gunicorn_config import gunicorn_settings
 from agui_bridge.hub_watchdog import BlockAccounting, BlockReport, blocked_stack, logged_reports
-from tests.hub_guard import HubGuard
+from tests.hub_guard import HubGuard, run_patched
 
 REPO = Path(__file__).resolve().parents[2]
 GREENLET_A, GREENLET_B = object(), object()
@@ -83,8 +83,7 @@ import json, time, gevent
 from agui_bridge.hub_watchdog import start_hub_watchdog
 
 reports = []
-watchdog = start_hub_watchdog(100, count=False)
-watchdog._emit = reports.append
+start_hub_watchdog(100, reports.append)
 real_sleep = monkey.get_original("time", "sleep")
 
 def held_for_long():
@@ -155,3 +154,18 @@ def test_the_suite_reads_each_log_from_where_it_stopped_and_keeps_a_half_written
     guard.stopped(log)
     assert len(guard.collect()) == 1
     assert guard.watched == {}  # a stopped server is read once more, then forgotten
+
+
+_HOLDS_THE_HUB_AT_THE_END = """
+import gevent
+from gevent import monkey
+def hold_the_hub():
+    monkey.get_original("time", "sleep")(0.3)
+gevent.spawn(hold_the_hub).join()
+"""
+
+
+def test_a_patched_script_that_holds_the_hub_fails_its_test_with_the_stack() -> None:
+    """Even a stall in the script's last instant: the report is written before the process exits."""
+    with pytest.raises(AssertionError, match=r"(?s)reported 1 stall.*in hold_the_hub"):
+        run_patched(_HOLDS_THE_HUB_AT_THE_END, cwd=REPO)

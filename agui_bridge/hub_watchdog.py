@@ -121,6 +121,7 @@ class HubWatchdog:
         with warnings.catch_warnings():  # gevent's memory monitor wants psutil; we do not use it
             warnings.filterwarnings("ignore", message="Unable to monitor memory usage")
             monitor = self._hub.start_periodic_monitoring_thread()
+        gevent.config.monitor_thread = False  # a hub another thread may start later gets no monitor of its own
         monitor.add_monitoring_function(self._on_window, period)
 
     def _on_event(self, event: object) -> None:

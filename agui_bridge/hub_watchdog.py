@@ -1,6 +1,6 @@
 """Hub watchdog: report a greenlet that keeps the gevent hub from running (docs/design.md#hub-watchdog).
 
-Built on gevent's monitor thread: every `SAMPLES_PER_THRESHOLD`-th of the threshold it checks whether any
+Built on gevent's monitor thread: every 1/`SAMPLES_PER_THRESHOLD` of the threshold it checks whether any
 greenlet switch happened since its last check, and publishes `gevent.events.EventLoopBlocked` (with the
 blocked greenlet's stack) when none did. One such window is not yet a report here: consecutive windows of
 the same greenlet add up, each counting only the time the hub's thread was not waiting for a CPU
@@ -23,8 +23,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: The monitor samples this many times per threshold: a stall is caught within 1.5 thresholds of own time.
-SAMPLES_PER_THRESHOLD = 2
+#: The monitor samples this many times per threshold: a stall is always caught once it held the hub for
+#: 1 + 2/SAMPLES_PER_THRESHOLD thresholds (whole windows count), and reported one window later (BlockAccounting).
+SAMPLES_PER_THRESHOLD = 4
 #: The message of every report's log record (the test suite and the bench find reports by it).
 REPORT_MESSAGE = "hub blocked"
 LOGGER_NAME = __name__
@@ -47,11 +48,17 @@ class _Stall:
     greenlet: object
     own_s: float
     started_at: float
+    stack: str = ""
     reported: bool = False
 
 
 class BlockAccounting:
-    """Turns the monitor's windows into reports; pure (fed samples, no clock, no I/O)."""
+    """Turns the monitor's windows into reports; pure (fed samples, no clock, no I/O).
+
+    The kernel adds a wait for a CPU to the thread's count only when the wait ends, so a wait still going
+    on when a window closes shows up in the next one: a stall's total is confirmed one window later, with
+    that window's wait taken off, before it is reported.
+    """
 
     def __init__(self, threshold_s: float) -> None:
         self.threshold_s = threshold_s
@@ -62,17 +69,21 @@ class BlockAccounting:
     ) -> BlockReport | None:
         """A window of `wall_s` seconds ended at `now`: `blocked` is the greenlet that ran through it without a
         switch (None: the hub ran); `waited_s` is how long the thread waited for a CPU meanwhile."""
+        waited_s = max(0.0, waited_s)
+        report = None
+        stall = self._stall
+        if stall is not None and not stall.reported and stall.own_s - waited_s >= self.threshold_s:
+            stall.reported = True
+            own_ms = round((stall.own_s - waited_s) * 1000)
+            report = BlockReport(str(stall.greenlet), own_ms, stall.started_at, stall.stack)
         if blocked is None:
             self._stall = None
-            return None
-        stall = self._stall
+            return report
         if stall is None or stall.greenlet is not blocked:
             stall = self._stall = _Stall(blocked, 0.0, now - wall_s)
-        stall.own_s += max(0.0, wall_s - max(0.0, waited_s))
-        if stall.reported or stall.own_s < self.threshold_s:
-            return None
-        stall.reported = True
-        return BlockReport(str(blocked), round(stall.own_s * 1000), stall.started_at, stack)
+        stall.own_s = max(0.0, stall.own_s + wall_s - waited_s)
+        stall.stack = stack
+        return report
 
 
 def run_queue_wait_s(schedstat: Path) -> float:

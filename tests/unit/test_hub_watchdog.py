@@ -18,21 +18,23 @@ from tests.hub_guard import HubGuard, run_patched
 REPO = Path(__file__).resolve().parents[2]
 GREENLET_A, GREENLET_B = object(), object()
 
+HUB = (None, 0.05, 0.0)  # a window in which the hub ran
 #: (windows as (blocked greenlet or None, wall s, waited-for-CPU s), blocked_ms of each report in order)
 WINDOWS: list[tuple[str, list[tuple[object | None, float, float]], list[int]]] = [
-    ("one window at the threshold is a report", [(GREENLET_A, 0.10, 0.0)], [100]),
-    ("two half windows of one greenlet add up", [(GREENLET_A, 0.05, 0.0), (GREENLET_A, 0.05, 0.0)], [100]),
-    ("a switch between windows starts over", [(GREENLET_A, 0.06, 0.0), (None, 0.05, 0.0), (GREENLET_A, 0.06, 0.0)],
-     []),
-    ("another greenlet starts over", [(GREENLET_A, 0.06, 0.0), (GREENLET_B, 0.06, 0.0)], []),
-    ("time spent waiting for a CPU is not the greenlet's", [(GREENLET_A, 0.3, 0.25)], []),
-    ("a loaded machine still reports a long stall", [(GREENLET_A, 0.1, 0.06)] * 3, [120]),
-    ("one stall is one report however long", [(GREENLET_A, 0.05, 0.0)] * 10, [100]),
+    ("one window at the threshold is a report", [(GREENLET_A, 0.10, 0.0), HUB], [100]),
+    ("two half windows of one greenlet add up", [(GREENLET_A, 0.05, 0.0), (GREENLET_A, 0.05, 0.0), HUB], [100]),
+    ("a switch between windows starts over", [(GREENLET_A, 0.06, 0.0), HUB, (GREENLET_A, 0.06, 0.0), HUB], []),
+    ("another greenlet starts over", [(GREENLET_A, 0.06, 0.0), (GREENLET_B, 0.06, 0.0), HUB], []),
+    ("time spent waiting for a CPU is not the greenlet's", [(GREENLET_A, 0.3, 0.25), HUB], []),
+    ("a wait the kernel counts only in the next window is taken off before reporting",
+     [(GREENLET_A, 0.1, 0.0), (None, 0.05, 0.04)], []),
+    ("a loaded machine still reports a long stall", [(GREENLET_A, 0.1, 0.06)] * 3 + [HUB], [120]),
+    ("one stall is one report however long", [(GREENLET_A, 0.05, 0.0)] * 10 + [HUB], [100]),
     ("a new stall after a switch is reported again",
-     [(GREENLET_A, 0.1, 0.0), (None, 0.05, 0.0), (GREENLET_A, 0.1, 0.0)], [100, 100]),
-    ("a wait counted larger than the window counts nothing", [(GREENLET_A, 0.05, 0.2), (GREENLET_A, 0.1, 0.0)],
+     [(GREENLET_A, 0.1, 0.0), HUB, (GREENLET_A, 0.1, 0.0), HUB], [100, 100]),
+    ("a late-counted wait never makes own time negative", [(GREENLET_A, 0.05, 0.2), (GREENLET_A, 0.1, 0.0), HUB],
      [100]),
-    ("the hub running is never a report", [(None, 1.0, 0.0)], []),
+    ("the hub running is never a report", [(None, 1.0, 0.0), HUB], []),
 ]  # fmt: skip
 
 
@@ -54,7 +56,8 @@ def test_windows_without_a_switch_add_up_to_one_report_per_stall(
 def test_a_report_says_when_its_stall_began() -> None:
     accounting = BlockAccounting(0.1)
     assert accounting.sample(GREENLET_A, 0.05, 0.0, 100.05) is None
-    report = accounting.sample(GREENLET_A, 0.05, 0.0, 100.10, "the stack")
+    assert accounting.sample(GREENLET_A, 0.05, 0.0, 100.10, "the stack") is None
+    report = accounting.sample(None, 0.05, 0.0, 100.15)  # confirmed once the next window is counted
     assert report is not None
     assert report.started_at == pytest.approx(100.0)
     assert report.stack == "the stack" and report.greenlet == str(GREENLET_A)

@@ -1351,6 +1351,8 @@ def markdown(res: dict[str, Any]) -> str:
             lines.append(f"| {t['target']} | {t['goal']} | {shown} | {met} |")
     if res.get("errors"):
         lines += ["", "## Section errors", ""] + [f"* {k}: `{v[:300]}`" for k, v in res["errors"].items()]
+    watchdog = res.get("hub_watchdog") or {}
+    lines += h.hub_findings_markdown(watchdog.get("threshold_ms", 0), watchdog.get("findings", []))
     return "\n".join(lines) + "\n"
 
 
@@ -1370,7 +1372,12 @@ def main() -> int:
         "--idle-sizes", default="", help="comma-separated stream counts of the idle section (default 100,1000,5000)"
     )
     parser.add_argument("--render", metavar="JSON", help="only rewrite the markdown of an existing results file")
+    parser.add_argument(
+        "--hub-watchdog-ms", type=float, default=0.0,
+        help="run every bridge with the hub watchdog; its reports are findings in the results (0: off)",
+    )  # fmt: skip
     args = parser.parse_args()
+    h.HUB_WATCHDOG_MS = args.hub_watchdog_ms
     if args.render:
         path = Path(args.render)
         res = json.loads(path.read_text())
@@ -1396,6 +1403,8 @@ def main() -> int:
             shutil.rmtree(bench.tmp / "state-bench", ignore_errors=True)
     res["meta"]["client_loop"] = loop
     res["meta"]["scratch"] = str(bench.tmp)
+    if args.hub_watchdog_ms > 0:
+        res["hub_watchdog"] = {"threshold_ms": args.hub_watchdog_ms, "findings": h.HUB_FINDINGS}
     json_path = bench.results_dir / f"{bench.stem}.json"
     md_path = bench.results_dir / f"{bench.stem}.md"
     tmp_json = json_path.with_suffix(".json.tmp")

@@ -29,6 +29,11 @@ REF_VENV = BENCH_DIR / ".venv-ref"
 REF_PY = REF_VENV / "bin" / "python"
 REF_CLI = REF_VENV / "bin" / "iac-code"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+#: `--hub-watchdog-ms` of every bridge the bench starts (0: off); bench.py and hostile.py set it from their
+#: own --hub-watchdog-ms option.
+HUB_WATCHDOG_MS = 0.0
+#: What the watchdog reported in each bridge, read from its log when it stops: findings, not failures.
+HUB_FINDINGS: list[dict[str, Any]] = []
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
@@ -402,6 +407,9 @@ class Bridge:
             args += ["--heartbeat-interval", repr(heartbeat_s)]
         if max_active_runs is not None:
             args += ["--max-active-runs", str(max_active_runs)]
+        if HUB_WATCHDOG_MS > 0:
+            args += ["--hub-watchdog-ms", repr(HUB_WATCHDOG_MS)]
+        self.name = name
         shown = list(args)
         if worker_connections is not None:  # gunicorn's pool size: an environment variable only
             env["IAC_CODE_AGUI_WORKER_CONNECTIONS"] = str(worker_connections)
@@ -428,6 +436,32 @@ class Bridge:
 
     def stop(self) -> None:
         self.proc.stop()
+        if HUB_WATCHDOG_MS > 0:
+            record_hub_findings(self.name, self.proc.log_path)
+
+
+def record_hub_findings(name: str, log_path: Path) -> None:
+    """Each hub watchdog report in a stopped bridge's log becomes a finding (printed and kept in HUB_FINDINGS)."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from agui_bridge.worker.hub_watchdog import logged_reports
+
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    for report in logged_reports(text):
+        stack = report.stack.splitlines()[-12:]  # the innermost frames name the blocking code
+        HUB_FINDINGS.append(
+            {"bridge": name, "blocked_ms": report.blocked_ms, "blocked_since": report.blocked_since, "stack": stack}
+        )
+        log(f"hub watchdog FINDING in {name}: blocked for at least {report.blocked_ms} ms at\n" + "\n".join(stack))
+
+
+def hub_findings_markdown(threshold_ms: float, findings: list[dict[str, Any]]) -> list[str]:
+    """The results' section on the hub watchdog (empty when it was off)."""
+    if threshold_ms <= 0:
+        return []
+    lines = ["", f"## Hub watchdog ({threshold_ms:g} ms): {len(findings)} finding(s)", ""]
+    for finding in findings:
+        lines += [f"* {finding['bridge']}: at least {finding['blocked_ms']} ms", "", "```", *finding["stack"], "```"]
+    return lines
 
 
 def bridge_config(a2a_url: str) -> Any:

@@ -255,7 +255,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "meta": {
                 "date": args.date,
                 "command": f"bash bench/run --hostile --duration {args.duration} --heartbeat {args.heartbeat}"
-                + ("" if args.bodies == ",".join(BODIES) else f" --bodies {args.bodies}"),
+                + ("" if args.bodies == ",".join(BODIES) else f" --bodies {args.bodies}")
+                + (f" --hub-watchdog-ms {args.hub_watchdog_ms:g}" if args.hub_watchdog_ms > 0 else ""),
                 "cpus": os.cpu_count(),
                 "loadavg": h.loadavg(),
                 "workers": 1,
@@ -327,6 +328,8 @@ def markdown(result: dict[str, Any]) -> str:
         )
     if meta["stream_error"]:
         lines += ["", f"The held stream failed: `{meta['stream_error']}`"]
+    watchdog = result.get("hub_watchdog") or {}
+    lines += h.hub_findings_markdown(watchdog.get("threshold_ms", 0), watchdog.get("findings", []))
     return "\n".join(lines) + "\n"
 
 
@@ -339,10 +342,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(h.BENCH_DIR / "results"))
     parser.add_argument("--keep-tmp", action="store_true")
     parser.add_argument("--bodies", default=",".join(BODIES), help=f"comma-separated subset of {', '.join(BODIES)}")
+    parser.add_argument(
+        "--hub-watchdog-ms", type=float, default=0.0,
+        help="run the bridge with the hub watchdog; its reports are findings in the results (0: off)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    h.HUB_WATCHDOG_MS = args.hub_watchdog_ms
     if not h.BENCH_PY.exists():  # run directly with a Python that has the project's requirements
         h.BENCH_PY = Path(sys.executable)
     result = measure(args)
+    if args.hub_watchdog_ms > 0:
+        result["hub_watchdog"] = {"threshold_ms": args.hub_watchdog_ms, "findings": h.HUB_FINDINGS}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.date}-hostile.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -21,6 +21,8 @@ import requests
 from agui_bridge.demo.testing import free_port
 from agui_bridge.testing import run_input
 from tests.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.hub_guard import ENV_NAME as HUB_WATCHDOG_ENV
+from tests.hub_guard import GUARD, THRESHOLD_MS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,6 +90,8 @@ class BridgeServer:
             env.pop("IAC_CODE_AGUI_ALLOWED_CWDS", None)
         if self.a2a_token:
             env["IAC_CODE_AGUI_A2A_TOKEN"] = self.a2a_token
+        # Every gevent server of the suite runs the hub watchdog; a report fails the test (tests/hub_guard.py).
+        env[HUB_WATCHDOG_ENV] = str(THRESHOLD_MS)
         for key, value in self.options.pop("env", {}).items():
             env[key] = value
         args = [sys.executable, "-m", "agui_bridge.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
@@ -96,8 +100,10 @@ class BridgeServer:
         args += ["--state-dir", str(self.state_dir)]
         for name, value in self.options.items():
             args += [f"--{name.replace('_', '-')}", str(value)]
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(args, env=env, stdout=log, stderr=log, start_new_session=True)
+        GUARD.watch(self.log_path)
+        # The child writes through its own copy of the descriptor: ours closes at once (no ResourceWarning).
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(args, env=env, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -126,6 +132,7 @@ class BridgeServer:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(5)
         self.process = None
+        GUARD.stopped(self.log_path)
 
     def child_pids(self) -> list[int]:
         assert self.process is not None
@@ -252,6 +259,8 @@ class WsgiHost(BridgeServer):
         if self.kind == "gthread":
             return [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn-gthread.conf.py",
                     "--threads", str(HOST_THREADS), "wsgi:app"]  # fmt: skip
+        if self.kind == "gevent-hub-block":  # the gevent worker, serving tests/hub_block_app.py
+            return [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "tests.hub_block_app:app"]
         if self.kind == "waitress":
             return [sys.executable, "-m", "waitress", f"--listen=127.0.0.1:{self.port}",
                     f"--threads={HOST_THREADS}", "wsgi:app"]  # fmt: skip
@@ -301,10 +310,12 @@ class WsgiHost(BridgeServer):
         super().stop(sig, group=group)
 
     def start(self) -> WsgiHost:
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            self.command(), cwd=REPO_ROOT, env=self.environment(), stdout=log, stderr=log, start_new_session=True
-        )
+        if self.kind.startswith("gevent"):
+            GUARD.watch(self.log_path)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.command(), cwd=REPO_ROOT, env=self.environment(), stdout=log, stderr=log, start_new_session=True
+            )
         self.wait_ready()
         return self
 

@@ -9,6 +9,7 @@ the other WSGI hosts (tests/e2e/test_hosts_*.py), so both back-ends are covered.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from flask.testing import FlaskClient
 
 from agui_bridge.config.settings import Settings
 from agui_bridge.testing import AguiClient, Upstream
+from tests.hub_guard import GUARD
 
 #: Fixtures and session hooks shared as plugins (instead of star imports).
 pytest_plugins = ["tests.conftest_conformance", "tests.message_key_check"]
@@ -56,3 +58,25 @@ def app(agui_app: Flask) -> Flask:
 @pytest.fixture
 def client(agui_client: AguiClient) -> FlaskClient:
     return agui_client.flask
+
+
+def _fail_on_hub_reports() -> None:
+    reports = GUARD.collect()
+    if reports:
+        described = "\n\n".join(report.describe(GUARD.running_at(report.blocked_since)) for report in reports)
+        pytest.fail(f"the hub watchdog reported {len(reports)} stall(s):\n{described}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def hub_watchdog_reports(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A gevent server's hub stall fails the test that ran when it was reported (tests/hub_guard.py)."""
+    GUARD.test_started(request.node.nodeid)
+    yield
+    _fail_on_hub_reports()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def hub_watchdog_reports_of_module_servers() -> Iterator[None]:
+    """Torn down after the module's own servers stopped: what they logged last fails the module's last test."""
+    yield
+    _fail_on_hub_reports()

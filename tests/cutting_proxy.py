@@ -23,6 +23,8 @@ class CuttingProxy:
         self.request_has = request_has
         self.cuts = 0
         self.connections = 0
+        #: the bytes each connection sent upstream (request line, headers, body), in connection order
+        self.requests: list[bytearray] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/"
         self._lock = threading.Lock()
@@ -37,10 +39,11 @@ class CuttingProxy:
             threading.Thread(target=self._handle, args=(client,), daemon=True).start()
 
     def _handle(self, client: socket.socket) -> None:
+        request = bytearray()
         with self._lock:
             self.connections += 1
+            self.requests.append(request)
         upstream = socket.create_connection(self.upstream)
-        request = bytearray()
         threading.Thread(target=self._pump_up, args=(client, upstream, request), daemon=True).start()
         seen = b""
         try:

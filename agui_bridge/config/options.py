@@ -196,6 +196,11 @@ OPTIONS: tuple[Option, ...] = (
         "free disk bytes kept for thread files: below it run records stop growing (0: no reserve)",
         setting="reattach_min_free_bytes",
     ),
+    Option(
+        "hub_watchdog_ms", "HUB_WATCHDOG_MS", 0.0, _non_negative,
+        "--hub-watchdog-ms must be a non-negative number of milliseconds.",
+        "log (WARNING, with the stack) any greenlet that holds a gevent worker's hub this long (0: off)",
+    ),
 )  # fmt: skip
 
 

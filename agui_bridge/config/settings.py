@@ -64,6 +64,7 @@ class Settings:
     reattach_max_bytes: int = 64 * MIB  # per-run record bound; 0: no record (no reattach)
     reattach_budget_bytes: int = 1024 * MIB  # all of replay/: oldest ended records go first; 0: no total bound
     reattach_min_free_bytes: int = 256 * MIB  # recorders stop below this much free disk (room for thread files)
+    hub_watchdog_ms: float = 0.0  # gunicorn gevent workers: report hub stalls this long (docs/design.md#hub-watchdog)
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

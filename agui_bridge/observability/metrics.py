@@ -73,6 +73,10 @@ REATTACHES = Counter("agui_reattaches_total", "Reattach streams opened on a run'
 RUNS_WINDOW_EXPIRED = Counter(
     "agui_runs_window_expired_total", "Detached runs cancelled because no reader came back within the window."
 )
+HUB_BLOCKED = Counter(
+    "agui_hub_blocked_total",
+    "Stalls of a worker's gevent hub reported by the hub watchdog (--hub-watchdog-ms; 0 while it is off).",
+)
 
 
 class PrometheusObserver:

@@ -3,7 +3,9 @@
 Steps live in two sets: the durable open steps of the execution (persisted, so a step opened before
 an interrupt is still open in the resume run) and the spans open in this AG-UI run (closed before
 every terminal event). A step that completes while not open in this run gets a zero-length pair, so
-every STEP_FINISHED matches a STEP_STARTED in the same run.
+every STEP_FINISHED matches a STEP_STARTED in the same run. A step's text and reasoning messages end
+just before its STEP_FINISHED, so each message ends in the order it was shown (a client's replay puts
+a message where it ended); text that arrives for a step after its end reopens the same message id.
 
 Envelopes are de-duplicated by eventId within a run and by sequence against the run's cursor; the
 execution's persisted `pipelineSequence` only moves forward, and recovery (`/iac-code/pipeline/state`)
@@ -75,6 +77,19 @@ def step_of(envelope: dict[str, Any]) -> tuple[str, str] | None:
     return f"step:{step_id}", emitted_id(step_id)
 
 
+def owners_of(envelope: dict[str, Any]) -> frozenset[str]:
+    """The step keys whose end ends this envelope's text and reasoning: its own step and its parent step."""
+    keys: set[str] = set()
+    step = step_of(envelope)
+    if step is not None:
+        keys.add(step[0])
+    parent = envelope.get("step")
+    parent_id = non_empty_str(parent.get("id")) if isinstance(parent, dict) else None
+    if parent_id is not None:
+        keys.add(f"step:{parent_id}")
+    return frozenset(keys)
+
+
 def name_of(key: str) -> str:
     """The AG-UI step name of a persisted step key (bounded like every emitted id: docs/design.md#emitted-ids)."""
     return emitted_id(key[len("step:") :] if key.startswith("step:") else key)
@@ -92,6 +107,8 @@ class PipelineMapper:
         self.cursor = 0  # this run's cursor: starts at 0, raised by live events and recovery
         self.sequence = sequence  # the execution's persisted pipelineSequence (monotonic)
         self._seen_event_ids: set[str] = set()
+        #: text message id -> the step keys whose end ends it (and its reasoning), for this run
+        self._message_owners: dict[str, frozenset[str]] = {}
 
     # ---- run start ------------------------------------------------------------------------
 
@@ -187,11 +204,12 @@ class PipelineMapper:
         if event_type == "text_delta":
             text = data.get("text")
             if isinstance(text, str) and text:
-                projector.emit_text(out, self.message_id(envelope), text, parallel=True)
+                message_id = self._owned_message_id(envelope)
+                projector.emit_text(out, message_id, text, parallel=True)
         elif event_type == "thinking_delta":
             text = data.get("text")
             if isinstance(text, str) and text:
-                projector.emit_reasoning(out, "reasoning-" + self.message_id(envelope), text)
+                projector.emit_reasoning(out, "reasoning-" + self._owned_message_id(envelope), text)
         elif event_type == "tool_started":
             tool_call_id = non_empty_str(data.get("toolUseId"))
             if tool_call_id is not None:
@@ -212,6 +230,24 @@ class PipelineMapper:
             out.append(ev.custom(ev.PIPELINE_EVENT, envelope))
         return out
 
+    def _owned_message_id(self, envelope: dict[str, Any]) -> str:
+        """The envelope's message id, remembered with the steps whose end ends it (none for Pipeline-level text)."""
+        message_id = self.message_id(envelope)
+        self._message_owners[message_id] = owners_of(envelope)
+        return message_id
+
+    def _end_messages(self, out: list[Event], message_ids: list[str]) -> None:
+        """End their open reasoning, then their open text, each sorted, as close_all does.
+
+        A message left open to the end of the run would be placed after every later message by a
+        client's replay, which puts each message where it ended (docs/design.md#pipelines).
+        """
+        reasoning_ids = sorted(emitted_id("reasoning-" + message_id) for message_id in message_ids)
+        for reasoning_id in reasoning_ids:
+            self._projector.end_reasoning(out, reasoning_id)
+        for message_id in sorted(message_ids):
+            self._projector.end_text(out, message_id)
+
     def _step(self, out: list[Event], event_type: object, envelope: dict[str, Any]) -> None:
         if event_type not in STEP_OPENING_TYPES and event_type not in STEP_CLOSING_TYPES:
             return
@@ -220,12 +256,18 @@ class PipelineMapper:
             return
         key, name = step
         open_steps = self._projector.open_steps
+        owners = self._message_owners
+        if event_type == "step_started" and key.startswith("step:"):
+            # The kernel shows text of one parent step at a time: a new one ends the earlier steps' and
+            # the Pipeline-level messages still open (docs/design.md#pipelines).
+            self._end_messages(out, [message_id for message_id, keys in owners.items() if key not in keys])
         if event_type in STEP_OPENING_TYPES:
             self.durable_steps.add(key)
             if key not in open_steps:
                 open_steps[key] = name
                 out.append(ev.step_started(name))
             return
+        self._end_messages(out, [message_id for message_id, keys in owners.items() if key in keys])
         if key not in self.durable_steps:
             return
         self.durable_steps.discard(key)

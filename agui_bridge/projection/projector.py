@@ -181,6 +181,17 @@ class RunProjector:
         self._current_text = message_id
         self._text_emitted = True
 
+    def end_text(self, out: list[Event], message_id: str) -> None:
+        """End one open text message before the run ends (a Pipeline step's: docs/design.md#pipelines).
+
+        More text under the same id later reopens it: an AG-UI 1.0 client continues the message it has.
+        """
+        message_id = emitted_id(message_id)
+        if message_id in self._open_text:
+            self._finalise_text(message_id)
+            del self._open_text[message_id]
+            out.append(ev.text_end(message_id))
+
     def _suppress_replay(self, message_id: str, text: str) -> str:
         """Drop the longest prefix already shown in an earlier run of this execution.
 
@@ -206,6 +217,14 @@ class RunProjector:
             out.append(ev.reasoning_start(reasoning_id))
             out.append(ev.reasoning_message_start(reasoning_id))
         out.append(ev.reasoning_content(reasoning_id, text))
+
+    def end_reasoning(self, out: list[Event], reasoning_id: str) -> None:
+        """End one open reasoning message before the run ends (docs/design.md#pipelines)."""
+        reasoning_id = emitted_id(reasoning_id)
+        if reasoning_id in self._open_reasoning:
+            del self._open_reasoning[reasoning_id]
+            out.append(ev.reasoning_message_end(reasoning_id))
+            out.append(ev.reasoning_end(reasoning_id))
 
     def _close_reasoning(self, out: list[Event]) -> None:
         if not self._open_reasoning:

@@ -27,6 +27,9 @@ from agui_bridge.web.auth import check_bearer
 from agui_bridge.worker.runtime import OffHubPool, socket_is_patched
 
 _CHUNK = 64 * 1024
+#: Under gevent a read of data already buffered returns without a switch: a large body read in one go
+#: would hold the hub (docs/design.md#hub-watchdog), so the reader yields after this many bytes.
+_YIELD_EVERY_BYTES = 1024 * 1024
 SLOW_UPLOAD_KEY = MessageKey.REQUEST_BODY_TOO_SLOW
 #: Smaller bodies are decoded and validated in place: a thread hand-off would cost more than the work.
 _OFF_HUB_BYTES = 16 * 1024
@@ -94,6 +97,7 @@ def read_limited(
             raise RequestTooLarge(too_large_key)
     chunks: list[bytes] = []
     total = 0
+    unyielded = 0
     started = time.monotonic()
     while True:
         try:
@@ -108,7 +112,19 @@ def read_limited(
         if time.monotonic() > upload_deadline(started, total - len(chunk)):
             raise InvalidJson(SLOW_UPLOAD_KEY)  # the same rule where a read cannot be interrupted
         chunks.append(chunk)
+        unyielded += len(chunk)
+        if unyielded >= _YIELD_EVERY_BYTES:
+            unyielded = 0
+            _let_the_hub_run()
     return b"".join(chunks)
+
+
+def _let_the_hub_run() -> None:
+    """Under gevent, let every other ready greenlet run once (nothing to do with threads)."""
+    if socket_is_patched():
+        import gevent
+
+        gevent.sleep(0)
 
 
 def decode_json(body: bytes, invalid_key: str) -> Any:

@@ -89,6 +89,16 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
                 open_files_needed(settings.worker_connections),
             )
 
+    def init_worker(worker: Any) -> None:
+        post_worker_init(worker)
+        if settings.hub_watchdog_ms > 0:
+            from agui_bridge.worker.hub_watchdog import count_and_log_report, log_report, start_hub_watchdog
+
+            # In the worker, on the hub's thread, after patching (docs/design.md#hub-watchdog).
+            start_hub_watchdog(
+                settings.hub_watchdog_ms, count_and_log_report if settings.metrics_enabled else log_report
+            )
+
     return {
         "bind": [f"{settings.host}:{settings.port}"],
         "workers": settings.workers,
@@ -107,7 +117,7 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
         "loglevel": settings.log_level,
         "logconfig_dict": logconfig(settings.log_level, settings.log_format),
         "on_starting": on_starting,
-        "post_worker_init": post_worker_init,
+        "post_worker_init": init_worker,
         "worker_abort": worker_abort,
         "child_exit": child_exit,
     }

@@ -4,8 +4,9 @@
 // switch) the run is lost for the app, although the bridge keeps it running and records every event
 // (docs/design.md#reattach). This subclass keeps the last event id and, when a stream ends without
 // RUN_FINISHED or RUN_ERROR, reattaches with `GET .../threads/{threadId}/runs/{runId}/events`
-// (cursor `Last-Event-ID`, the agent's headers with their bearer, the run's rosInvocationId) and
-// goes on feeding the same run to its subscribers: they see one run, every event once, in order.
+// (cursor `Last-Event-ID`, the agent's headers with their bearer, the run's rosInvocationId in the
+// `Ros-Invocation-Id` header, never in the URL) and goes on feeding the same run to its subscribers:
+// they see one run, every event once, in order.
 // It also fills HttpAgent's `connect()` seam, so `agent.connectAgent({ runId, forwardedProps })` follows
 // a run this page did not start (after a reload), from its first event.
 //
@@ -117,8 +118,7 @@ export class ReattachingHttpAgent extends HttpAgent {
     const base = this.url.endsWith("/") ? this.url : `${this.url}/`;
     const path = `extensions/iac-code/v1/threads/${encodeURIComponent(input.threadId)}/runs/${encodeURIComponent(input.runId)}/events`;
     const url = new URL(path, base);
-    // The header keeps the id out of access logs; the query form is what older bridges read.
-    url.searchParams.set("rosInvocationId", rosInvocationId);
+    // The credential goes in a header only: a query string is what proxies and access logs write down.
     const headers: Record<string, string> = {
       ...this.headers,
       Accept: "text/event-stream",

@@ -298,8 +298,8 @@ async function withReattachingAgent(job, scenario) {
     if (agent.lastEventId !== run.events.length) found.push(`lastEventId ${agent.lastEventId} != ${run.events.length} events`);
     const path = `extensions/iac-code/v1/threads/${encodeURIComponent(agent.threadId)}/runs/${encodeURIComponent(params.runId)}/events`;
     const url = new URL(path, job.url);
-    url.searchParams.set("rosInvocationId", forwardedProps.iacCode.rosInvocationId);
-    const response = await fetch(url, { headers: { Authorization: `Bearer ${job.token}`, Accept: "text/event-stream" } });
+    const headers = { Authorization: `Bearer ${job.token}`, Accept: "text/event-stream", "Ros-Invocation-Id": forwardedProps.iacCode.rosInvocationId };
+    const response = await fetch(url, { headers });
     const recorded = parseSse(await response.text());
     if (!isDeepStrictEqual(run.events, recorded)) {
       found.push(`the subscriber saw ${run.events.length} events, the bridge recorded ${recorded.length} (HTTP ${response.status}), or they differ`);

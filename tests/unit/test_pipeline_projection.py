@@ -218,3 +218,147 @@ def test_every_demo_pipeline_tool_call_names_the_message_of_the_candidate_that_c
             e for e in writes if e["toolCallId"] == f"call_{sc.candidate_id(candidate['candidate_index'])}_write"
         ]
         assert text[start["parentMessageId"]].startswith(f"Drafting {candidate['name']}: ")
+
+
+def spans(out: list[dict]) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+    """(type, id) of every span boundary: message ids, or step names."""
+    kept = {"TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "REASONING_START", "REASONING_END"}
+    kept |= {"STEP_STARTED", "STEP_FINISHED"}
+    return [(e["type"], e.get("messageId") or e["stepName"]) for e in out if e["type"] in kept]
+
+
+C0 = {"candidate": {"id": "c0", "runId": "crun-0"}, "candidateStep": {"id": "tpl", "runId": "crun-0-tpl-1"}}
+C1 = {"candidate": {"id": "c1", "runId": "crun-1"}, "candidateStep": {"id": "tpl", "runId": "crun-1-tpl-1"}}
+C0_TEXT = "pipeline-message:pipeline-thread-1:candidate_step:crun-0:crun-0-tpl-1"
+C1_TEXT = "pipeline-message:pipeline-thread-1:candidate_step:crun-1:crun-1-tpl-1"
+C0_IN_CANDIDATES = {**C0, "step": {"id": "candidates"}}
+C0_IN_CANDIDATES_TEXT = "pipeline-message:pipeline-thread-1:candidate_step:crun-0:crun-0-tpl-1:candidates"
+REQUIREMENTS = {"step": {"id": "requirements", "runId": "step-requirements-1"}}
+REQUIREMENTS_TEXT = "pipeline-message:pipeline-thread-1:step:step-requirements-1"
+
+
+@pytest.mark.parametrize(
+    ("envelopes", "expected"),
+    [
+        pytest.param(
+            [
+                envelope("step_started", 1, "e1", scope="step", **REQUIREMENTS),
+                envelope("text_delta", 2, "e2", scope="step", data={"text": "needs"}, **REQUIREMENTS),
+                envelope("step_completed", 3, "e3", scope="step", **REQUIREMENTS),
+            ],
+            [
+                ("STEP_STARTED", "requirements"),
+                ("TEXT_MESSAGE_START", REQUIREMENTS_TEXT),
+                ("TEXT_MESSAGE_END", REQUIREMENTS_TEXT),
+                ("STEP_FINISHED", "requirements"),
+            ],
+            id="a step's text ends just before its STEP_FINISHED",
+        ),
+        pytest.param(
+            [
+                envelope("candidate_step_started", 1, "e1", scope="candidate_step", **C0),
+                envelope("candidate_step_started", 2, "e2", scope="candidate_step", **C1),
+                envelope("text_delta", 3, "e3", scope="candidate_step", data={"text": "zero"}, **C0),
+                envelope("text_delta", 4, "e4", scope="candidate_step", data={"text": "one"}, **C1),
+                envelope("thinking_delta", 5, "e5", scope="candidate_step", data={"text": "hmm"}, **C0),
+                envelope("candidate_step_completed", 6, "e6", scope="candidate_step", **C0),
+            ],
+            [
+                ("STEP_STARTED", "candidate:c0:tpl"),
+                ("STEP_STARTED", "candidate:c1:tpl"),
+                ("TEXT_MESSAGE_START", C0_TEXT),
+                ("TEXT_MESSAGE_START", C1_TEXT),
+                ("REASONING_START", "reasoning-" + C0_TEXT),
+                ("REASONING_END", "reasoning-" + C0_TEXT),
+                ("TEXT_MESSAGE_END", C0_TEXT),
+                ("STEP_FINISHED", "candidate:c0:tpl"),
+            ],
+            id="a candidate step ends its reasoning then its text, and leaves the parallel candidate open",
+        ),
+        pytest.param(
+            [
+                envelope("step_started", 1, "e1", scope="step", step={"id": "candidates"}),
+                envelope(
+                    "text_delta",
+                    2,
+                    "e2",
+                    scope="candidate",
+                    data={"text": "c0"},
+                    candidate={"id": "c0"},
+                    step={"id": "candidates"},
+                ),
+                envelope("step_completed", 3, "e3", scope="step", step={"id": "candidates"}),
+            ],
+            [
+                ("STEP_STARTED", "candidates"),
+                ("TEXT_MESSAGE_START", "pipeline-message:pipeline-thread-1:candidate:c0:candidates"),
+                ("TEXT_MESSAGE_END", "pipeline-message:pipeline-thread-1:candidate:c0:candidates"),
+                ("STEP_FINISHED", "candidates"),
+            ],
+            id="a parent step's end ends the candidate messages inside it",
+        ),
+        pytest.param(
+            [
+                envelope("step_started", 1, "e1", scope="step", **REQUIREMENTS),
+                envelope("text_delta", 2, "e2", scope="step", data={"text": "needs"}, **REQUIREMENTS),
+                envelope("step_completed", 3, "e3", scope="step", **REQUIREMENTS),
+                # The kernel attributes text between steps to the last step started.
+                envelope("text_delta", 4, "e4", scope="step", data={"text": "more"}, **REQUIREMENTS),
+            ],
+            [
+                ("STEP_STARTED", "requirements"),
+                ("TEXT_MESSAGE_START", REQUIREMENTS_TEXT),
+                ("TEXT_MESSAGE_END", REQUIREMENTS_TEXT),
+                ("STEP_FINISHED", "requirements"),
+                ("TEXT_MESSAGE_START", REQUIREMENTS_TEXT),
+            ],
+            id="text for a step after its end reopens the same message",
+        ),
+        pytest.param(
+            [
+                envelope("text_delta", 1, "e1", scope="pipeline", data={"text": "planning"}),
+                envelope("step_started", 2, "e2", scope="step", **REQUIREMENTS),
+                envelope("text_delta", 3, "e3", scope="step", data={"text": "needs"}, **REQUIREMENTS),
+                envelope("step_completed", 4, "e4", scope="step", **REQUIREMENTS),
+                envelope("text_delta", 5, "e5", scope="step", data={"text": "more"}, **REQUIREMENTS),
+                envelope("step_started", 6, "e6", scope="step", step={"id": "candidates"}),
+            ],
+            [
+                ("TEXT_MESSAGE_START", "pipeline-message:pipeline-thread-1:pipeline"),
+                ("TEXT_MESSAGE_END", "pipeline-message:pipeline-thread-1:pipeline"),
+                ("STEP_STARTED", "requirements"),
+                ("TEXT_MESSAGE_START", REQUIREMENTS_TEXT),
+                ("TEXT_MESSAGE_END", REQUIREMENTS_TEXT),
+                ("STEP_FINISHED", "requirements"),
+                ("TEXT_MESSAGE_START", REQUIREMENTS_TEXT),
+                ("TEXT_MESSAGE_END", REQUIREMENTS_TEXT),
+                ("STEP_STARTED", "candidates"),
+            ],
+            id="a parent step's start ends the Pipeline-level text and an earlier step's reopened text",
+        ),
+        pytest.param(
+            [
+                envelope("step_started", 1, "e1", scope="step", step={"id": "candidates"}),
+                envelope("text_delta", 2, "e2", scope="candidate_step", data={"text": "zero"}, **C0_IN_CANDIDATES),
+                envelope("candidate_step_started", 3, "e3", scope="candidate_step", **C1),
+            ],
+            [
+                ("STEP_STARTED", "candidates"),
+                ("TEXT_MESSAGE_START", C0_IN_CANDIDATES_TEXT),
+                ("STEP_STARTED", "candidate:c1:tpl"),
+            ],
+            id="a candidate step's start leaves the parallel candidates open",
+        ),
+    ],
+)
+def test_a_steps_messages_end_with_the_step(envelopes: list[dict], expected: list[tuple[str, str]]) -> None:  # type: ignore[type-arg]
+    pipeline, _ = mapper()
+    assert spans(live(pipeline, *envelopes)) == expected
+
+
+def test_every_demo_pipeline_message_ends_in_the_order_it_started() -> None:
+    """A client's replay puts each message where it ended: ending in start order keeps the live order."""
+    events = project(THREAD, "run-1", demo_pipeline_payloads())
+    started = [e["messageId"] for e in events if e.get("type") == "TEXT_MESSAGE_START"]
+    ended = [e["messageId"] for e in events if e.get("type") == "TEXT_MESSAGE_END"]
+    assert len(started) > len(sc.PIPELINE_CANDIDATES) and started == ended

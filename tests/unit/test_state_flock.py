@@ -17,6 +17,7 @@ import pytest
 
 from agui_bridge.store import flock
 from agui_bridge.store.errors import StateLockTimeout
+from tests.hub_guard import run_patched
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -151,14 +152,7 @@ print(ticks)
 
 
 def test_under_gevent_the_hub_runs_while_a_greenlet_waits(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", _GEVENT_SCRIPT, str(tmp_path / "t1.json.lock")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-    )
+    result = run_patched(_GEVENT_SCRIPT, str(tmp_path / "t1.json.lock"), cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) > 20
 

@@ -10,8 +10,6 @@ import json
 import multiprocessing
 import os
 import stat
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,6 +18,7 @@ import pytest
 
 from agui_bridge.store.model import PendingInterrupt, ThreadState, new_thread
 from agui_bridge.store.store import InvalidThreadId, StateCorrupt, StateLockTimeout, StateWriteFailed, ThreadStore
+from tests.hub_guard import run_patched
 
 COUNTER = "counter"
 
@@ -304,14 +303,7 @@ print(store.read("thread-1").run_digests["counter"], ticks)
 
 
 def test_greenlets_serialise_under_gevent(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", _GEVENT_SCRIPT, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).resolve().parents[2],
-        check=False,
-    )
+    result = run_patched(_GEVENT_SCRIPT, str(tmp_path), cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 0, result.stderr
     count, ticks = result.stdout.split()
     assert count == "100"

@@ -16,6 +16,7 @@ from agui_bridge.store import writer as writer_mod
 from agui_bridge.store.model import ThreadState, new_thread
 from agui_bridge.store.store import Durability, StateWriteFailed, ThreadStore
 from agui_bridge.store.writer import state_writer
+from tests.hub_guard import run_patched
 
 
 def _state(thread_id: str) -> ThreadState:
@@ -212,9 +213,8 @@ print(json.dumps({"batches": batches, "ticks": len(during), "elapsed": elapsed,
 def test_gevent_hub_keeps_running_while_the_writer_is_slow(tmp_path: Path) -> None:
     """In a patched process the committing greenlets wait cooperatively: the hub keeps ticking, and the
     fifty concurrent commits are written in at most two batches (group commit), not fifty."""
-    out = subprocess.run(
-        [sys.executable, "-c", _HUB_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True
-    )
+    out = run_patched(_HUB_SCRIPT, str(tmp_path), cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["written"] == 50
     assert sum(result["batches"]) == 50 and len(result["batches"]) <= 2

@@ -1,0 +1,22 @@
+"""Test-only WSGI app for tests/e2e/test_hub_watchdog.py: the bridge's own app (wsgi.py) plus one route
+that blocks the gevent hub on purpose. Nothing in the package can register it: only this module, which
+only that test serves (`gunicorn -c deploy/gunicorn.conf.py tests.hub_block_app:app`)."""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+from wsgi import app
+
+#: The route's path and how long it holds the hub (well past the test's 100 ms threshold).
+BLOCK_PATH = "/test-only/block-hub"
+BLOCK_S = 0.4
+
+
+def block_the_hub_on_purpose() -> str:
+    """The unpatched sleep holds the worker's only thread: no other greenlet runs meanwhile."""
+    monkey.get_original("time", "sleep")(BLOCK_S)
+    return "blocked\n"
+
+
+app.add_url_rule(BLOCK_PATH, "block_the_hub_on_purpose", block_the_hub_on_purpose)

@@ -144,7 +144,7 @@ from gevent import monkey
 monkey.patch_all()
 import json, sys, threading
 from pathlib import Path
-from agui_bridge.store import replay_retention
+from agui_bridge.reattach import retention as replay_retention
 from agui_bridge.runs.retention import prune
 from agui_bridge.store.store import ThreadStore
 

@@ -12,17 +12,8 @@ import pytest
 
 from agui_bridge.cli import main
 from agui_bridge.config import ConfigError, load_settings
-from agui_bridge.config.options import (
-    MASK,
-    OPTIONS,
-    add_arguments,
-    build_settings,
-    check_settings,
-    resolve,
-    unauthenticated_warning,
-    worker_environment,
-)
-from agui_bridge.config.settings import Settings
+from agui_bridge.config.options import MASK, OPTIONS, add_arguments, resolve, worker_environment
+from agui_bridge.config.settings import Settings, build_settings, check_settings, unauthenticated_warning
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

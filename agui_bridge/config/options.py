@@ -50,7 +50,7 @@ class Option:
     env: str | None  # suffix after IAC_CODE_AGUI_
     default: Any  # None: unset (the Settings field is None, or `derive` computes it)
     convert: Callable[[Any], Any]
-    error: str
+    error: str  # names the flag; `resolve` names the environment variable instead when the value came from there
     help: str
     flag: bool = True  # False: environment/YAML only (tokens)
     secret: bool = False
@@ -283,11 +283,20 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Resolved:
             except ConfigError:
                 raise
             except (TypeError, ValueError):
-                raise ConfigError(option.error) from None
+                raise ConfigError(error_message(option, source)) from None
             sources[option.name] = source
             break
     holds_secret = any(yaml_config.get(option.yaml_key) for option in OPTIONS if option.secret)
     return Resolved(values, sources, config_path if holds_secret else None)
+
+
+def error_message(option: Option, source: str) -> str:
+    """The option's error, naming the environment variable when the bad value came from there (an operator
+    who set `IAC_CODE_AGUI_PORT=abc` should not go looking for a `--port` flag)."""
+    subject, _, rest = option.error.partition(" ")
+    if source.startswith("env ") and subject in (option.flag_name, option.name):
+        return f"{source.removeprefix('env ')} {rest}"
+    return option.error
 
 
 def worker_environment(resolved: Resolved, environ: Mapping[str, str]) -> dict[str, str]:

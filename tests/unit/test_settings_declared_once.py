@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agui_bridge.config import load_settings
+from agui_bridge.cli import main
+from agui_bridge.config import ConfigError, load_settings
 from agui_bridge.config.options import (
     OPTIONS,
     Option,
@@ -69,6 +70,20 @@ def test_each_declared_default_passes_its_converter_and_survives_the_environment
     """The default is a valid value, and reads back the same when `serve` hands it to a worker as a variable."""
     assert option.convert(option.default) == option.default
     assert option.convert(shown_value(option.default)) == option.default
+
+
+def test_a_bad_environment_value_names_the_variable_and_a_bad_flag_names_the_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(ConfigError, match=r"^IAC_CODE_AGUI_PORT must be between 1 and 65535\.$"):
+        load_settings({"IAC_CODE_AGUI_PORT": "abc"})
+    with pytest.raises(ConfigError, match=r"^--port must be between 1 and 65535\.$"):
+        load_settings({}, parse(["--port", "abc"]))
+    with pytest.raises(ConfigError, match=r"^IAC_CODE_AGUI_RUNTIME must be auto, gevent or threads\.$"):
+        load_settings({"IAC_CODE_AGUI_RUNTIME": "fibers"})  # an option without a flag names its variable too
+    monkeypatch.setenv("IAC_CODE_AGUI_PORT", "abc")
+    assert main(["config", "show"]) == 2
+    assert capsys.readouterr().err == "agui-bridge: IAC_CODE_AGUI_PORT must be between 1 and 65535.\n"
 
 
 def test_the_documented_older_allowed_cwds_name_is_read_after_the_yaml_file_and_shown_as_the_source(

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 from flask import Flask, Response, g, request
 
-from agui_bridge.config.options import load_settings
-from agui_bridge.config.settings import Settings
+from agui_bridge.config.settings import Settings, load_settings
 from agui_bridge.kernel.client import A2AClient
 from agui_bridge.observability import tracing
 from agui_bridge.observability.logs import configure_logging, reset_log_context

@@ -4,19 +4,22 @@ waitress has no graceful stop: on a signal it closes every connection at once, l
 This launcher drains first, as gunicorn's hooks do: new runs get 503, active streams get
 `graceful_timeout - 10 s` to end, the rest end with RUN_ERROR CANCELLED and their A2A tasks are cancelled;
 then waitress stops. It also starts the hourly retention sweep (and --idle-shutdown) that gunicorn's hook
-starts. Settings come from the IAC_CODE_AGUI_* environment (HOST, PORT, GRACEFUL_TIMEOUT, ...); the stream
-cap defaults to `threads - 2`.
+starts. Settings come from the IAC_CODE_AGUI_* environment (HOST, PORT, GRACEFUL_TIMEOUT, ...), parsed and
+validated by `agui_bridge.config.load_settings` as for every entry point (an invalid value is one line and
+status 2); the stream cap defaults to `threads - 2`.
 """
 
 import argparse
 import os
 import signal
+import sys
 import threading
 import time
 
 from waitress import create_server
 
 from agui_bridge import create_app
+from agui_bridge.config import ConfigError, load_settings
 
 DRAIN_MARGIN_S = 10  # as agui_bridge.worker.hooks
 
@@ -26,12 +29,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=16, help="waitress threads (streams + 2)")
     threads = parser.parse_args().threads
     os.environ.setdefault("IAC_CODE_AGUI_MAX_THREAD_STREAMS", str(max(1, threads - 2)))
-    app = create_app()
+    try:
+        settings = load_settings(os.environ)
+    except ConfigError as exc:
+        sys.stderr.write(f"agui-bridge: {exc}\n")
+        sys.exit(2)
+    app = create_app(settings)
     service = app.extensions["agui_bridge"]
-    host = os.environ.get("IAC_CODE_AGUI_HOST", "127.0.0.1")
-    port = int(os.environ.get("IAC_CODE_AGUI_PORT", "8000"))
-    graceful_s = float(os.environ.get("IAC_CODE_AGUI_GRACEFUL_TIMEOUT", "30"))
-    server = create_server(app, host=host, port=port, threads=threads)
+    graceful_s = settings.graceful_timeout_s
+    server = create_server(app, host=settings.host, port=settings.port, threads=threads)
 
     def drain_then_stop() -> None:
         service.drain(max(0.0, graceful_s - DRAIN_MARGIN_S))

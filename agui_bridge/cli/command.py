@@ -16,13 +16,11 @@ import sys
 import threading
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agui_bridge.config import ConfigError
-from agui_bridge.config.options import add_arguments, build_settings, describe, resolve, worker_environment
-
-if TYPE_CHECKING:
-    from agui_bridge.config.settings import Settings
+from agui_bridge.config.options import add_arguments, describe, resolve, worker_environment
+from agui_bridge.config.settings import Settings, build_settings
 
 __all__ = ["DEMO_EXTRA_HINT", "ConfigError", "build_parser", "main"]
 

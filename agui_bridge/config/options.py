@@ -1,22 +1,25 @@
 """The serve configuration as one table: flag > IAC_CODE_AGUI_* environment > YAML > default.
 
-Like gunicorn's `config.py`, every setting is declared once (name, flag, environment variable, default,
-validation, help, the `Settings` field it fills) and everything else is derived from the table: the argparse
-flags, the resolution with the source of each value (`agui-bridge config show`) and `load_settings`, the one
-parse and validation every entry point uses (the CLI, `wsgi.py`, `deploy/gunicorn.conf.py`). Tokens are
-environment/YAML only and never printed. stdlib only at import (this runs in the gunicorn master before fork).
-The value converters live in `config/values.py`, the YAML file reading in `config/yaml_file.py`.
+Like gunicorn's `Setting` classes (one per setting: name, `cli`, `validator`, `default`, `desc`), every
+setting is declared once here, as one `Option` row: name (also the YAML key), flag, environment name and
+documented fallbacks, default, converter and error, help, secret or not, the `Settings` field it fills.
+Everything else is derived from the table: the argparse flags, the resolution with the source of each value
+(`agui-bridge config show`), the environment a `serve` worker and the managed child inherit, the defaults of
+the `Settings` dataclass (`config/settings.py`, which also turns a resolution into `Settings`), and the
+README's configuration table (a unit test reads it against this table). Tokens are environment/YAML only and
+never printed. stdlib only at import (this runs in the gunicorn master before fork). The value converters
+live in `config/values.py`, the YAML file reading in `config/yaml_file.py`.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from agui_bridge.config.loopback import is_loopback_host
-from agui_bridge.config.values import ConfigError, normalise_a2a_url
+from agui_bridge.config.values import ConfigError, allowed_roots, default_state_dir, expand_path, normalise_a2a_url
 from agui_bridge.config.values import boolean as _boolean
 from agui_bridge.config.values import choice as _choice
 from agui_bridge.config.values import host as _host
@@ -30,11 +33,12 @@ from agui_bridge.config.values import string as _string
 from agui_bridge.config.values import token as _token
 from agui_bridge.config.yaml_file import load_yaml_config
 
-if TYPE_CHECKING:
-    from agui_bridge.config.settings import Settings
-
 ENV_PREFIX = "IAC_CODE_AGUI_"
 MASK = "********"
+
+#: What an option whose default is derived (`Option.derive`) computes its `Settings` value from: the resolved
+#: values by option name, and the environment.
+Derive = Callable[[Mapping[str, Any], Mapping[str, str]], Any]
 
 
 # --------------------------------------------------------------------------------------------- the table
@@ -44,14 +48,20 @@ MASK = "********"
 class Option:
     name: str  # snake_case; also the YAML key (kebab-case accepted)
     env: str | None  # suffix after IAC_CODE_AGUI_
-    default: Any
+    default: Any  # None: unset (the Settings field is None, or `derive` computes it)
     convert: Callable[[Any], Any]
-    error: str
+    error: str  # names the flag; `resolve` names the environment variable instead when the value came from there
     help: str
     flag: bool = True  # False: environment/YAML only (tokens)
     secret: bool = False
     setting: str | None = None  # the Settings field it fills (default: the same name)
     switch: bool = False  # a flag without a value (--allow-unauthenticated); env/YAML still take true/false
+    #: documented older environment names (full names), read after the YAML file, before the default
+    env_fallbacks: tuple[str, ...] = ()
+    #: the Settings value when nothing sets the option (computed from other values or the environment)
+    derive: Derive | None = None
+    #: the Settings value of a value that is set, when the field's type differs from the option's
+    to_field: Callable[[Any], Any] | None = None
 
     @property
     def field(self) -> str:
@@ -64,6 +74,30 @@ class Option:
     @property
     def flag_name(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def yaml_key(self) -> str:
+        return self.name
+
+
+#: Connections a worker keeps free beyond its streams: /health and /metrics probes, the extensions (cancel,
+#: status, capabilities), the console, and the quick 503s of runs refused at the limit.
+CONNECTION_HEADROOM_MIN = 128
+CONNECTION_HEADROOM_FRACTION = 0.10
+
+
+def worker_connections_for(max_active_runs: int) -> int:
+    """gunicorn's `worker_connections` for `--max-active-runs`: when gevent's pool is full the worker stops
+    accepting, so without headroom a full worker could not even answer `/health` (README "Capacity")."""
+    return max_active_runs + max(CONNECTION_HEADROOM_MIN, int(max_active_runs * CONNECTION_HEADROOM_FRACTION))
+
+
+def _derived_worker_connections(values: Mapping[str, Any], environ: Mapping[str, str]) -> int:
+    return worker_connections_for(values["max_active_runs"])
+
+
+def _derived_state_dir(values: Mapping[str, Any], environ: Mapping[str, str]) -> Path:
+    return default_state_dir(environ)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -85,6 +119,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "state_dir", "STATE_DIR", None, _string, "--state-dir must be a string.",
         "state directory (default <IAC_CODE_CONFIG_DIR or ~/.iac-code>/agui)",
+        derive=_derived_state_dir, to_field=expand_path,
     ),
     Option(
         "interrupt_ttl", "INTERRUPT_TTL", 540.0, _positive, "--interrupt-ttl must be a positive number of seconds.",
@@ -140,6 +175,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "allowed_cwds", "ALLOWED_CWDS", None, _paths, "allowed_cwds must be a path list.",
         "workspace roots a run may use", flag=False,
+        env_fallbacks=("IACCODE_A2A_ALLOWED_CWDS",), to_field=allowed_roots,
     ),
     Option("auth_token", "AUTH_TOKEN", None, _token("auth_token"), "auth_token must be a string.",
            "bearer token clients send", flag=False, secret=True),
@@ -153,6 +189,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "worker_connections", "WORKER_CONNECTIONS", None, _positive_int, "worker_connections must be >= 1.",
         "gunicorn connections per gevent worker (default: derived from --max-active-runs)", flag=False,
+        derive=_derived_worker_connections,
     ),
     Option(
         "worker_tmp_dir", "WORKER_TMP_DIR", None, _string, "worker_tmp_dir must be a string.",
@@ -205,12 +242,15 @@ OPTIONS: tuple[Option, ...] = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of every option that has one, plus --config."""
+    """The flags of every option that has one, plus --config; each help ends with its default, as gunicorn's."""
     for option in OPTIONS:
+        shown = "" if option.default is None else f" [{shown_value(option.default)}]"
         if option.switch:
-            parser.add_argument(option.flag_name, dest=option.name, action="store_const", const=True, help=option.help)
+            parser.add_argument(
+                option.flag_name, dest=option.name, action="store_const", const=True, help=option.help + shown
+            )
         elif option.flag:
-            parser.add_argument(option.flag_name, dest=option.name, help=option.help)
+            parser.add_argument(option.flag_name, dest=option.name, help=option.help + shown)
     parser.add_argument("--config", help="YAML file with the same keys (snake_case or kebab-case)")
 
 
@@ -237,7 +277,8 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Resolved:
             candidates.append((getattr(args, option.name, None), "flag"))
         if option.env_name:
             candidates.append((environ.get(option.env_name), "env " + option.env_name))
-        candidates.append((yaml_config.get(option.name), f"yaml {config_path}"))
+        candidates.append((yaml_config.get(option.yaml_key), f"yaml {config_path}"))
+        candidates.extend((environ.get(name), "env " + name) for name in option.env_fallbacks)
         values[option.name], sources[option.name] = option.default, "default"
         for raw, source in candidates:
             if raw is None:
@@ -247,11 +288,20 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Resolved:
             except ConfigError:
                 raise
             except (TypeError, ValueError):
-                raise ConfigError(option.error) from None
+                raise ConfigError(error_message(option, source)) from None
             sources[option.name] = source
             break
-    holds_secret = any(yaml_config.get(option.name) for option in OPTIONS if option.secret)
+    holds_secret = any(yaml_config.get(option.yaml_key) for option in OPTIONS if option.secret)
     return Resolved(values, sources, config_path if holds_secret else None)
+
+
+def error_message(option: Option, source: str) -> str:
+    """The option's error, naming the environment variable when the bad value came from there (an operator
+    who set `IAC_CODE_AGUI_PORT=abc` should not go looking for a `--port` flag)."""
+    subject, _, rest = option.error.partition(" ")
+    if source.startswith("env ") and subject in (option.flag_name, option.name):
+        return f"{source.removeprefix('env ')} {rest}"
+    return option.error
 
 
 def worker_environment(resolved: Resolved, environ: Mapping[str, str]) -> dict[str, str]:
@@ -261,80 +311,46 @@ def worker_environment(resolved: Resolved, environ: Mapping[str, str]) -> dict[s
         value = resolved[option.name]
         if option.env_name is None or value is None:
             continue
-        if isinstance(value, bool):
-            env[option.env_name] = "true" if value else "false"
-        elif isinstance(value, float):
-            env[option.env_name] = repr(value)
-        else:
-            env[option.env_name] = str(value)
+        env[option.env_name] = shown_value(value)
     return env
 
 
-def build_settings(resolved: Resolved, environ: Mapping[str, str], *, serving: bool = True) -> Settings:
-    """The typed `Settings` of resolved values: each option fills its field; then, for a server (not for
-    `state prune`, which binds nothing), the cross-field rules."""
-    from agui_bridge.config.settings import Settings, allowed_roots, default_state_dir, expand_path
-    from agui_bridge.i18n.language import process_default_language
+def shown_value(value: Any) -> str:
+    """A value as the environment and `config show` write it (true/false, floats as Python reads them back)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
 
-    known = {field.name for field in fields(Settings)}
-    changes: dict[str, Any] = {}
+
+# --------------------------------------------------------------------------------------- the Settings side
+
+
+def option_for_field(field: str) -> Option:
+    """The one option that fills `Settings.<field>`; KeyError when none does."""
     for option in OPTIONS:
-        if option.field not in known:
-            raise ConfigError(f"{option.name} has no Settings field {option.field!r}.")  # a table/dataclass drift
-        value = resolved[option.name]
-        if value is not None:
-            changes[option.field] = value
-    state_dir = resolved["state_dir"]
-    changes["state_dir"] = expand_path(state_dir) if state_dir is not None else default_state_dir(environ)
-    cwds = resolved["allowed_cwds"]
-    if cwds is None:
-        cwds = environ.get("IACCODE_A2A_ALLOWED_CWDS")
-    changes["allowed_cwds"] = allowed_roots(cwds) if cwds is not None else None
-    changes["default_language"] = process_default_language(environ)
-    if resolved["worker_connections"] is None:
-        changes["worker_connections"] = worker_connections_for(resolved["max_active_runs"])
-    settings = Settings(**changes)
-    if serving:
-        check_settings(settings)
-    return settings
+        if option.field == field:
+            return option
+    raise KeyError(field)
 
 
-#: Connections a worker keeps free beyond its streams: /health and /metrics probes, the extensions (cancel,
-#: status, capabilities), the console, and the quick 503s of runs refused at the limit.
-CONNECTION_HEADROOM_MIN = 128
-CONNECTION_HEADROOM_FRACTION = 0.10
+def field_value(option: Option, values: Mapping[str, Any], environ: Mapping[str, str]) -> Any:
+    """The `Settings` value of a resolved option: derived when unset, converted to the field's type when set."""
+    value = values[option.name]
+    if value is None:
+        return option.derive(values, environ) if option.derive is not None else None
+    return option.to_field(value) if option.to_field is not None else value
 
 
-def worker_connections_for(max_active_runs: int) -> int:
-    """gunicorn's `worker_connections` for `--max-active-runs`: when gevent's pool is full the worker stops
-    accepting, so without headroom a full worker could not even answer `/health` (README "Capacity")."""
-    return max_active_runs + max(CONNECTION_HEADROOM_MIN, int(max_active_runs * CONNECTION_HEADROOM_FRACTION))
+#: Every option at its declared default, as `resolve` gives them when nothing is set.
+DEFAULT_VALUES: Mapping[str, Any] = {option.name: option.default for option in OPTIONS}
 
 
-def check_settings(settings: Settings) -> None:
-    if settings.reattach_retention_s < settings.reattach_window_s:
-        raise ConfigError("--reattach-retention must be at least --reattach-window.")
-    """Rules that involve several values. Secure by default: no token means loopback only."""
-    if not settings.auth_token and not settings.allow_unauthenticated and not is_loopback_host(settings.host):
-        raise ConfigError(
-            f"refusing to listen on {settings.host} without a token: set IAC_CODE_AGUI_AUTH_TOKEN, or pass "
-            "--allow-unauthenticated (IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED=true) to accept the risk."
-        )
-
-
-def unauthenticated_warning(settings: Settings) -> str | None:
-    """The start-up warning when the operator opted out of the token on a non-loopback address."""
-    if settings.auth_token or is_loopback_host(settings.host):
-        return None
-    return (
-        f"listening on {settings.host} WITHOUT a token (--allow-unauthenticated): requests are accepted "
-        "only with a loopback Host header (localhost, 127.0.0.1, [::1]); set IAC_CODE_AGUI_AUTH_TOKEN."
-    )
-
-
-def load_settings(environ: Mapping[str, str], args: argparse.Namespace | None = None) -> Settings:
-    """The one parse and validation of every entry point; the first bad value raises ConfigError."""
-    return build_settings(resolve(args or argparse.Namespace(), environ), environ)
+def default_field_value(option: Option) -> Any:
+    """What `Settings()` holds for the option's field: what `agui-bridge serve` gets with nothing set (and no
+    IAC_CODE_CONFIG_DIR)."""
+    return field_value(option, DEFAULT_VALUES, {})
 
 
 def describe(resolved: Resolved) -> list[dict[str, str]]:
@@ -348,10 +364,8 @@ def describe(resolved: Resolved) -> list[dict[str, str]]:
             shown = f"{worker_connections_for(resolved['max_active_runs'])} (from max_active_runs)"
         elif value is None:
             shown = "(not set)"
-        elif isinstance(value, bool):
-            shown = "true" if value else "false"
         else:
-            shown = str(value)
+            shown = shown_value(value) if isinstance(value, bool) else str(value)
         rows.append({"name": option.name, "value": shown, "source": resolved.sources[option.name],
                      "env": option.env_name or ""})  # fmt: skip
     return rows

@@ -1,94 +1,137 @@
-"""Typed, frozen settings. Units live in the names; nothing here does I/O beyond reading a mapping."""
+"""Typed, frozen settings, and how a resolution of the declared options becomes them.
+
+Every field's default comes from its declaration: an option of `config/options.py` (`declared`), or, for the
+few values no operator sets, `internal` with its reason. So `Settings()` (tests, embedders, the Flask test
+client) holds exactly what `agui-bridge serve` runs with when nothing is set, and a unit test fails if a field
+is declared nowhere. Units live in the names; nothing here does I/O beyond reading a mapping. stdlib only
+(the gunicorn master builds these before fork).
+"""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from agui_bridge._version import __version__
+from agui_bridge.config.loopback import is_loopback_host
+from agui_bridge.config.options import OPTIONS, Resolved, default_field_value, field_value, option_for_field, resolve
+from agui_bridge.config.values import ConfigError
+from agui_bridge.i18n.language import SOURCE_LANGUAGE, process_default_language
 
-ENV_PREFIX = "IAC_CODE_AGUI_"
 MIB = 1024 * 1024
+
+
+def declared(field: str) -> Any:
+    """The dataclass field of the option that fills `field`, with that option's default (a derived default is
+    computed per instance: the state directory follows HOME)."""
+    option = option_for_field(field)
+    metadata = {"option": option.name}
+    if option.derive is not None:
+        return dataclasses.field(default_factory=partial(default_field_value, option), metadata=metadata)
+    return dataclasses.field(default=option.default, metadata=metadata)
+
+
+def internal(default: Any, why: str) -> Any:
+    """A field no flag, environment variable or YAML key sets: the bridge's own constant (tests and embedders
+    may still pass another value). `why` is its documentation."""
+    return dataclasses.field(default=default, metadata={"internal": why})
 
 
 @dataclass(frozen=True)
 class Settings:
     """Everything the app and the server need; built and validated by `agui_bridge.config.load_settings`
-    (every entry point), or directly by tests."""
+    (every entry point), or directly by tests and embedders, with the same defaults."""
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    workers: int = 2
-    a2a_url: str | None = None
-    a2a_token: str | None = None
-    managed_a2a: str = "demo"
-    auth_token: str | None = None
-    state_dir: Path = Path("~/.iac-code/agui")
-    allowed_cwds: tuple[Path, ...] | None = None
-    interrupt_ttl_s: float = 540.0
-    heartbeat_interval_s: float = 15.0
-    upstream_connect_timeout_s: float = 5.0
-    upstream_read_timeout_s: float = 300.0
-    upstream_call_timeout_s: float = 10.0
-    lease_ttl_s: float = 20.0
-    beacon_interval_s: float = 5.0  # each worker republishes the runs it holds (lease liveness)
-    lock_timeout_s: float = 10.0
-    max_request_bytes: int = 12 * MIB
-    max_cancel_bytes: int = 64 * 1024
-    max_active_runs_per_worker: int = 5000
-    max_thread_streams_per_worker: int = 16  # thread back-end only: a host thread + a pump thread each
-    idle_shutdown_s: float = 0.0
-    state_retention_days: float = 30.0
-    metrics_enabled: bool = True
-    queue_maxsize: int = 256
-    client_stall_timeout_s: float = 60.0
-    runtime_backend: str = "auto"
-    default_language: str = "en"
-    log_level: str = "info"
-    log_format: str = "text"
-    server_version: str = __version__
-    console_enabled: bool = False
-    allow_unauthenticated: bool = False  # a non-loopback bind without a token (Host stays loopback-only)
-    graceful_timeout_s: int = 30
-    worker_connections: int = 5500  # config.worker_connections_for(max_active_runs_per_worker)
-    worker_tmp_dir: str | None = None
-    client_write_timeout_s: float = 60.0  # a stream write not taken by the client in time drops it
-    iac_code_bin: str | None = None  # the managed iac-code executable (else PATH); read by managed.py
-    #: Seconds a run whose last reader left keeps going (0: cancelled at once, as before reattach existed).
-    #: `serve` defaults to 30 (config.py); Settings built directly (embedders, tests) keep the old behaviour.
-    reattach_window_s: float = 0.0
-    reattach_retention_s: float = 3600.0  # a finished run stays replayable this long
-    reattach_max_bytes: int = 64 * MIB  # per-run record bound; 0: no record (no reattach)
-    reattach_budget_bytes: int = 1024 * MIB  # all of replay/: oldest ended records go first; 0: no total bound
-    reattach_min_free_bytes: int = 256 * MIB  # recorders stop below this much free disk (room for thread files)
-    hub_watchdog_ms: float = 0.0  # gunicorn gevent workers: report hub stalls this long (docs/design.md#hub-watchdog)
+    host: str = declared("host")
+    port: int = declared("port")
+    workers: int = declared("workers")
+    a2a_url: str | None = declared("a2a_url")
+    a2a_token: str | None = declared("a2a_token")
+    managed_a2a: str = declared("managed_a2a")
+    auth_token: str | None = declared("auth_token")
+    state_dir: Path = declared("state_dir")  # noqa: RUF009 - declared() returns a dataclasses.field
+    allowed_cwds: tuple[Path, ...] | None = declared("allowed_cwds")  # None: cwd + temp dir (runs/workspace.py)
+    interrupt_ttl_s: float = declared("interrupt_ttl_s")
+    heartbeat_interval_s: float = declared("heartbeat_interval_s")
+    upstream_connect_timeout_s: float = internal(5.0, "seconds to connect to the A2A kernel (loopback)")
+    upstream_read_timeout_s: float = internal(300.0, "seconds a kernel stream may stay silent (it heartbeats)")
+    upstream_call_timeout_s: float = internal(10.0, "seconds of a unary A2A call (cancel, get task)")
+    lease_ttl_s: float = declared("lease_ttl_s")
+    beacon_interval_s: float = internal(5.0, "each worker republishes the runs it holds (lease liveness)")
+    lock_timeout_s: float = internal(10.0, "seconds to wait for a thread file's lock before a retryable error")
+    max_request_bytes: int = internal(12 * MIB, "a POST / body; deploy/nginx.conf's client_max_body_size matches")
+    max_cancel_bytes: int = internal(64 * 1024, "a cancel body")
+    max_active_runs_per_worker: int = declared("max_active_runs_per_worker")
+    max_thread_streams_per_worker: int = declared("max_thread_streams_per_worker")
+    idle_shutdown_s: float = declared("idle_shutdown_s")
+    state_retention_days: float = declared("state_retention_days")
+    metrics_enabled: bool = declared("metrics_enabled")
+    queue_maxsize: int = internal(256, "events buffered between a run's pump and its response")
+    client_stall_timeout_s: float = internal(
+        60.0, "seconds a run's pump waits for room in its queue (a reader that stopped reading) before failing"
+    )
+    runtime_backend: str = declared("runtime_backend")
+    default_language: str = internal(
+        SOURCE_LANGUAGE, "load_settings takes it from the locale (LANGUAGE, LC_ALL, LC_MESSAGES, LANG)"
+    )
+    log_level: str = declared("log_level")
+    log_format: str = declared("log_format")
+    server_version: str = internal(__version__, "the package version, reported by /health and capabilities")
+    console_enabled: bool = declared("console_enabled")
+    allow_unauthenticated: bool = declared("allow_unauthenticated")
+    graceful_timeout_s: int = declared("graceful_timeout_s")
+    worker_connections: int = declared("worker_connections")
+    worker_tmp_dir: str | None = declared("worker_tmp_dir")
+    client_write_timeout_s: float = declared("client_write_timeout_s")
+    iac_code_bin: str | None = declared("iac_code_bin")
+    reattach_window_s: float = declared("reattach_window_s")
+    reattach_retention_s: float = declared("reattach_retention_s")
+    reattach_max_bytes: int = declared("reattach_max_bytes")
+    reattach_budget_bytes: int = declared("reattach_budget_bytes")
+    reattach_min_free_bytes: int = declared("reattach_min_free_bytes")
+    hub_watchdog_ms: float = declared("hub_watchdog_ms")  # gevent workers: log hub stalls (docs/design.md#hub-watchdog)
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
-def default_state_dir(environ: Mapping[str, str]) -> Path:
-    """`<config-dir>/agui`, config-dir = IAC_CODE_CONFIG_DIR or ~/.iac-code (docs/design.md#state-location)."""
-    config_dir = environ.get("IAC_CODE_CONFIG_DIR")
-    base = Path(os.path.expandvars(os.path.expanduser(config_dir))) if config_dir else Path.home() / ".iac-code"
-    return (base / "agui").resolve()
+def build_settings(resolved: Resolved, environ: Mapping[str, str], *, serving: bool = True) -> Settings:
+    """The typed `Settings` of resolved values: each option fills its field; then, for a server (not for
+    `state prune`, which binds nothing), the cross-field rules."""
+    changes: dict[str, Any] = {option.field: field_value(option, resolved.values, environ) for option in OPTIONS}
+    changes["default_language"] = process_default_language(environ)
+    settings = Settings(**changes)
+    if serving:
+        check_settings(settings)
+    return settings
 
 
-def expand_path(raw: str) -> Path:
-    return Path(os.path.expandvars(os.path.expanduser(raw))).resolve()
+def check_settings(settings: Settings) -> None:
+    """Rules that involve several values. Secure by default: no token means loopback only."""
+    if settings.reattach_retention_s < settings.reattach_window_s:
+        raise ConfigError("--reattach-retention must be at least --reattach-window.")
+    if not settings.auth_token and not settings.allow_unauthenticated and not is_loopback_host(settings.host):
+        raise ConfigError(
+            f"refusing to listen on {settings.host} without a token: set IAC_CODE_AGUI_AUTH_TOKEN, or pass "
+            "--allow-unauthenticated (IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED=true) to accept the risk."
+        )
 
 
-def allowed_roots(raw: str) -> tuple[Path, ...]:
-    """Allowed workspace roots from an os.pathsep-separated list; entries that are not existing
-    directories are ignored (docs/design.md#workspace-cwd)."""
-    roots: list[Path] = []
-    for entry in raw.split(os.pathsep):
-        if not entry.strip():
-            continue
-        path = Path(os.path.expanduser(entry.strip())).resolve()
-        if path.is_dir():
-            roots.append(path)
-    return tuple(roots)
+def unauthenticated_warning(settings: Settings) -> str | None:
+    """The start-up warning when the operator opted out of the token on a non-loopback address."""
+    if settings.auth_token or is_loopback_host(settings.host):
+        return None
+    return (
+        f"listening on {settings.host} WITHOUT a token (--allow-unauthenticated): requests are accepted "
+        "only with a loopback Host header (localhost, 127.0.0.1, [::1]); set IAC_CODE_AGUI_AUTH_TOKEN."
+    )
+
+
+def load_settings(environ: Mapping[str, str], args: argparse.Namespace | None = None) -> Settings:
+    """The one parse and validation of every entry point; the first bad value raises ConfigError."""
+    return build_settings(resolve(args or argparse.Namespace(), environ), environ)

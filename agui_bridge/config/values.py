@@ -1,12 +1,14 @@
 """The value converters of the serve options (docs/design.md#modules): each takes a raw flag, environment or
 YAML value and returns the typed value or raises (TypeError/ValueError: the option's own one-line error;
-ConfigError: a message of its own). stdlib only (this runs in the gunicorn master before fork).
+ConfigError: a message of its own). Then the path rules that turn a set or unset path option into its
+`Settings` value. stdlib only (this runs in the gunicorn master before fork).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from agui_bridge.config.loopback import UpstreamUrlError, normalise_upstream_url
@@ -116,3 +118,27 @@ def paths(value: Any) -> str:
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return os.pathsep.join(value)
     return string(value)
+
+
+def default_state_dir(environ: Mapping[str, str]) -> Path:
+    """`<config-dir>/agui`, config-dir = IAC_CODE_CONFIG_DIR or ~/.iac-code (docs/design.md#state-location)."""
+    config_dir = environ.get("IAC_CODE_CONFIG_DIR")
+    base = Path(os.path.expandvars(os.path.expanduser(config_dir))) if config_dir else Path.home() / ".iac-code"
+    return (base / "agui").resolve()
+
+
+def expand_path(raw: str) -> Path:
+    return Path(os.path.expandvars(os.path.expanduser(raw))).resolve()
+
+
+def allowed_roots(raw: str) -> tuple[Path, ...]:
+    """Allowed workspace roots from an os.pathsep-separated list; entries that are not existing
+    directories are ignored (docs/design.md#workspace-cwd)."""
+    roots: list[Path] = []
+    for entry in raw.split(os.pathsep):
+        if not entry.strip():
+            continue
+        path = Path(os.path.expanduser(entry.strip())).resolve()
+        if path.is_dir():
+            roots.append(path)
+    return tuple(roots)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agui_bridge.config.settings import Settings
 from agui_bridge.reattach.retention import OwnerAlive, sweep_records
 from agui_bridge.reattach.status import OwnerLiveness
 from agui_bridge.store import model
@@ -27,15 +28,13 @@ from agui_bridge.store.sweep import sweep_thread_dir
 from agui_bridge.worker.beacon import Beacons
 from agui_bridge.worker.runtime import MAINTENANCE
 
-if TYPE_CHECKING:
-    from agui_bridge.config.settings import Settings
-
 DAY_MS = 24 * 3600 * 1000
 #: A marker whose run cannot be read back (an interrupted write) goes after this many seconds.
 UNREADABLE_MARKER_AGE_S = 600.0
 #: What a record owner's liveness is judged with when the caller has no settings (`Settings`' defaults).
-DEFAULT_BEACON_INTERVAL_S = 5.0
-DEFAULT_LEASE_GRACE_S = 20.0
+_DEFAULTS = Settings()
+DEFAULT_BEACON_INTERVAL_S = _DEFAULTS.beacon_interval_s
+DEFAULT_LEASE_GRACE_S = _DEFAULTS.lease_ttl_s
 
 
 def _grace_only(lease: model.RunLease, now_ms: int) -> bool:

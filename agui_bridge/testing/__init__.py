@@ -272,7 +272,9 @@ def agui_state_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def agui_settings(tmp_path: Path, agui_state_dir: Path, agui_a2a: Upstream) -> Settings:
-    """Settings for one test: its own state directory, the upstream, the thread back-end."""
+    """Settings for one test: its own state directory, the upstream, the thread back-end, and no reattach
+    window (served, a run outlives its reader by 30 s): a stream the test closes cancels its run at once, so
+    nothing of one test keeps running into the next; a test of reattach passes a window of its own."""
     from agui_bridge.config.settings import Settings
 
     return Settings(
@@ -282,6 +284,7 @@ def agui_settings(tmp_path: Path, agui_state_dir: Path, agui_a2a: Upstream) -> S
         allowed_cwds=(tmp_path,),
         runtime_backend="threads",
         heartbeat_interval_s=15.0,
+        reattach_window_s=0.0,
     )
 
 

@@ -73,7 +73,7 @@ def raise_open_files_limit(needed: int) -> int:
 
 def gunicorn_settings(settings: Settings) -> dict[str, Any]:
     """gunicorn's settings and hooks for validated `Settings` (the CLI and deploy/gunicorn.conf.py)."""
-    from agui_bridge.config.options import unauthenticated_warning
+    from agui_bridge.config.settings import unauthenticated_warning
 
     warning = unauthenticated_warning(settings)
 

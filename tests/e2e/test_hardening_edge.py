@@ -206,8 +206,8 @@ def test_every_registered_route_but_health_and_console_files_needs_the_token(set
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"IAC_CODE_AGUI_METRICS": "flase"}, "--metrics must be true or false."),
-        ({"IAC_CODE_AGUI_INTERRUPT_TTL": "-5"}, "--interrupt-ttl must be a positive number of seconds."),
+        ({"IAC_CODE_AGUI_METRICS": "flase"}, "IAC_CODE_AGUI_METRICS must be true or false."),
+        ({"IAC_CODE_AGUI_INTERRUPT_TTL": "-5"}, "IAC_CODE_AGUI_INTERRUPT_TTL must be a positive number of seconds."),
         ({"IAC_CODE_AGUI_A2A_URL": "http://10.0.0.5:41242/"}, "may connect only to a loopback A2A HTTP(S) URL"),
         ({"IAC_CODE_AGUI_A2A_URL": "http://evil.example\\@127.0.0.1/"}, "backslashes"),
         ({"IAC_CODE_AGUI_HOST": "0.0.0.0"}, "refusing to listen on 0.0.0.0 without a token"),

@@ -73,9 +73,14 @@ class OrderedClient:
 
 
 def make(
-    tmp_path: Path, client_for: Any, *, expired: tuple[str, ...] = (), orphans: tuple[str, ...] = ()
+    tmp_path: Path,
+    client_for: Any,
+    *,
+    expired: tuple[str, ...] = (),
+    orphans: tuple[str, ...] = (),
+    **changes: Any,
 ) -> tuple[RunStream, OrderedClient, ThreadStore, RunTicket]:
-    settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
+    settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,), **changes)
     store = ThreadStore(settings.state_dir)
     run = parse_run_input(run_body("thread-1", "hi", tmp_path))
     ticket = admit_run(
@@ -124,7 +129,7 @@ def test_a_disconnect_cancels_the_task_before_the_thread_is_free(tmp_path: Path)
         batches = [[status(ctx, "TASK_STATE_WORKING", f"part {i}")] for i in range(20)]
         return OrderedClient(batches, {}, hold_s=0.1)
 
-    stream, client, store, _ = make(tmp_path, slow_turn)
+    stream, client, store, _ = make(tmp_path, slow_turn, reattach_window_s=0.0)  # no window: a disconnect cancels
     chunks = iter(stream)
     received = b""
     while b"part 1" not in received:

@@ -12,17 +12,8 @@ import pytest
 
 from agui_bridge.cli import main
 from agui_bridge.config import ConfigError, load_settings
-from agui_bridge.config.options import (
-    MASK,
-    OPTIONS,
-    add_arguments,
-    build_settings,
-    check_settings,
-    resolve,
-    unauthenticated_warning,
-    worker_environment,
-)
-from agui_bridge.config.settings import Settings
+from agui_bridge.config.options import MASK, OPTIONS, add_arguments, resolve, worker_environment
+from agui_bridge.config.settings import Settings, build_settings, check_settings, unauthenticated_warning
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -72,7 +63,7 @@ def test_precedence(
     [
         (["--port", "0"], {}, "", "--port must be between 1 and 65535."),
         (["--port", "http"], {}, "", "--port must be between 1 and 65535."),
-        ([], {"IAC_CODE_AGUI_PORT": "70000"}, "", "--port must be between 1 and 65535."),
+        ([], {"IAC_CODE_AGUI_PORT": "70000"}, "", "IAC_CODE_AGUI_PORT must be between 1 and 65535."),
         ([], {}, "port: true\n", "--port must be between 1 and 65535."),
         (["--workers", "0"], {}, "", "--workers must be >= 1."),
         ([], {}, "workers: 1.5\n", "--workers must be >= 1."),
@@ -171,19 +162,22 @@ def test_flags_win_over_the_environment_in_load_settings(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"IAC_CODE_AGUI_METRICS": "flase"}, "--metrics must be true or false."),
-        ({"IAC_CODE_AGUI_INTERRUPT_TTL": "-5"}, "--interrupt-ttl must be a positive number of seconds."),
+        ({"IAC_CODE_AGUI_METRICS": "flase"}, "IAC_CODE_AGUI_METRICS must be true or false."),
+        ({"IAC_CODE_AGUI_INTERRUPT_TTL": "-5"}, "IAC_CODE_AGUI_INTERRUPT_TTL must be a positive number of seconds."),
         ({"IAC_CODE_AGUI_A2A_URL": "http://10.0.0.5:41242/"}, "The AG-UI adapter may connect only to a loopback"),
-        ({"IAC_CODE_AGUI_CONSOLE": "yes please"}, "--console must be true or false."),
-        ({"IAC_CODE_AGUI_RUNTIME": "fibers"}, "runtime must be auto, gevent or threads."),
-        ({"IAC_CODE_AGUI_WORKER_CONNECTIONS": "0"}, "worker_connections must be >= 1."),
+        ({"IAC_CODE_AGUI_CONSOLE": "yes please"}, "IAC_CODE_AGUI_CONSOLE must be true or false."),
+        ({"IAC_CODE_AGUI_RUNTIME": "fibers"}, "IAC_CODE_AGUI_RUNTIME must be auto, gevent or threads."),
+        ({"IAC_CODE_AGUI_WORKER_CONNECTIONS": "0"}, "IAC_CODE_AGUI_WORKER_CONNECTIONS must be >= 1."),
         ({"IAC_CODE_AGUI_AUTH_TOKEN": ""}, "auth_token (IAC_CODE_AGUI_AUTH_TOKEN) is set but empty"),
         ({"IAC_CODE_AGUI_AUTH_TOKEN": " \t "}, "auth_token (IAC_CODE_AGUI_AUTH_TOKEN) is set but empty"),
         ({"IAC_CODE_AGUI_A2A_TOKEN": ""}, "a2a_token (IAC_CODE_AGUI_A2A_TOKEN) is set but empty"),
         ({"IAC_CODE_AGUI_HOST": "0.0.0.0"}, "refusing to listen on 0.0.0.0 without a token"),
         ({"IAC_CODE_AGUI_HOST": "::"}, "refusing to listen on :: without a token"),
         ({"IAC_CODE_AGUI_HOST": "example.org"}, "refusing to listen on example.org without a token"),
-        ({"IAC_CODE_AGUI_HOST": "0.0.0.0", "IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED": "ja"}, "--allow-unauthenticated"),
+        (
+            {"IAC_CODE_AGUI_HOST": "0.0.0.0", "IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED": "ja"},
+            "IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED must be true or false.",
+        ),
     ],
 )
 def test_finding_09_invalid_environment_stops_every_entry_point(env: dict[str, str], message: str) -> None:

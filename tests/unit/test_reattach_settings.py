@@ -33,11 +33,26 @@ def test_environment_sets_them() -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"IAC_CODE_AGUI_REATTACH_WINDOW": "-1"}, "--reattach-window must be a non-negative number of seconds."),
-        ({"IAC_CODE_AGUI_REATTACH_WINDOW": "soon"}, "--reattach-window must be a non-negative number of seconds."),
-        ({"IAC_CODE_AGUI_REATTACH_RETENTION": "0"}, "--reattach-retention must be a positive number of seconds."),
-        ({"IAC_CODE_AGUI_REATTACH_MAX_BYTES": "1.5"}, "--reattach-max-bytes must be a non-negative integer."),
-        ({"IAC_CODE_AGUI_REATTACH_MAX_BYTES": "-3"}, "--reattach-max-bytes must be a non-negative integer."),
+        (
+            {"IAC_CODE_AGUI_REATTACH_WINDOW": "-1"},
+            "IAC_CODE_AGUI_REATTACH_WINDOW must be a non-negative number of seconds.",
+        ),
+        (
+            {"IAC_CODE_AGUI_REATTACH_WINDOW": "soon"},
+            "IAC_CODE_AGUI_REATTACH_WINDOW must be a non-negative number of seconds.",
+        ),
+        (
+            {"IAC_CODE_AGUI_REATTACH_RETENTION": "0"},
+            "IAC_CODE_AGUI_REATTACH_RETENTION must be a positive number of seconds.",
+        ),
+        (
+            {"IAC_CODE_AGUI_REATTACH_MAX_BYTES": "1.5"},
+            "IAC_CODE_AGUI_REATTACH_MAX_BYTES must be a non-negative integer.",
+        ),
+        (
+            {"IAC_CODE_AGUI_REATTACH_MAX_BYTES": "-3"},
+            "IAC_CODE_AGUI_REATTACH_MAX_BYTES must be a non-negative integer.",
+        ),
         (
             {"IAC_CODE_AGUI_REATTACH_WINDOW": "600", "IAC_CODE_AGUI_REATTACH_RETENTION": "60"},
             "--reattach-retention must be at least --reattach-window.",
@@ -75,11 +90,17 @@ def test_the_replay_budget_and_free_space_reserve_have_a_flag_an_environment_var
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"IAC_CODE_AGUI_REATTACH_BUDGET_BYTES": "-1"}, "--reattach-budget must be a non-negative integer (bytes)."),
-        ({"IAC_CODE_AGUI_REATTACH_BUDGET_BYTES": "1GiB"}, "--reattach-budget must be a non-negative integer (bytes)."),
+        (
+            {"IAC_CODE_AGUI_REATTACH_BUDGET_BYTES": "-1"},
+            "IAC_CODE_AGUI_REATTACH_BUDGET_BYTES must be a non-negative integer (bytes).",
+        ),
+        (
+            {"IAC_CODE_AGUI_REATTACH_BUDGET_BYTES": "1GiB"},
+            "IAC_CODE_AGUI_REATTACH_BUDGET_BYTES must be a non-negative integer (bytes).",
+        ),
         (
             {"IAC_CODE_AGUI_REATTACH_MIN_FREE_BYTES": "2.5"},
-            "--reattach-min-free must be a non-negative integer (bytes).",
+            "IAC_CODE_AGUI_REATTACH_MIN_FREE_BYTES must be a non-negative integer (bytes).",
         ),
     ],
 )

@@ -416,7 +416,7 @@ def test_accepted_answer_that_cannot_be_committed_fails_closed(tmp_path: Path, m
 
 
 def test_disconnect_while_the_answer_is_in_flight_keeps_the_interrupt(tmp_path: Path) -> None:
-    h = Harness(tmp_path)
+    h = Harness(tmp_path, reattach_window_s=0.0)  # no window: a disconnect cancels
     h.interrupt(PERMISSION)
     gate = threading.Event()
     client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
@@ -453,7 +453,7 @@ def test_cancelling_an_expired_interrupt_ends_cancelled_after_the_same_clean_up(
 
 def test_disconnect_after_acceptance_cancels_the_task_and_retires_the_execution(tmp_path: Path) -> None:
     """9.1: once A2A accepted the answer, the resume is an ordinary active run."""
-    h = Harness(tmp_path)
+    h = Harness(tmp_path, reattach_window_s=0.0)  # no window: a disconnect cancels
     h.interrupt(PERMISSION)
     ctx = h.context_id
     gate = threading.Event()

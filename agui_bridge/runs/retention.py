@@ -8,12 +8,17 @@ rule (`lease_is_live`): a run past its grace period counts while its worker's be
 idle shutdown never stops the server under another worker's live run. Cancel markers of runs that
 are no longer live are removed too (the owner removes its own when its run ends; this catches the
 rest, e.g. a worker that died).
+
+The per-thread loops (lock, read, parse) run where the caller runs; under gevent that is the hub, so
+they take a `yield_turn` callable called after each file (the service passes `runtime.sleep(0)`), and
+one file's work is the longest the hub waits (docs/design.md#retention).
 """
 
 from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +40,13 @@ UNREADABLE_MARKER_AGE_S = 600.0
 _DEFAULTS = Settings()
 DEFAULT_BEACON_INTERVAL_S = _DEFAULTS.beacon_interval_s
 DEFAULT_LEASE_GRACE_S = _DEFAULTS.lease_ttl_s
+
+
+YieldTurn = Callable[[], None]
+
+
+def _no_yield() -> None:
+    """Plain threads (the CLI, tests): nothing else shares this thread."""
 
 
 def _grace_only(lease: model.RunLease, now_ms: int) -> bool:
@@ -82,12 +94,15 @@ def prune(
     replay_budget_bytes: int = 0,
     replay_min_free_bytes: int = 0,
     record_owner_alive: OwnerAlive | None = None,
+    yield_turn: YieldTurn = _no_yield,
 ) -> PruneReport:
     """Remove (or with `dry_run` only list) the thread files past retention with nothing to keep,
     the cancel markers of runs that are no longer live, and the run records (reattach/record.py) past
     `replay_retention_s` (their tombstones go with the thread files' retention) or, oldest ended first,
     beyond `replay_budget_bytes` / short of `replay_min_free_bytes`. The records' sweep runs off the hub
-    (docs/design.md#retention); `record_owner_alive` defaults to pid-or-beacon liveness (`OwnerLiveness`)."""
+    (docs/design.md#retention); `record_owner_alive` defaults to pid-or-beacon liveness (`OwnerLiveness`).
+    `yield_turn` is called after each thread file and cancel marker, so a sweep on the hub lets the
+    other greenlets run between files."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     retention_ms = int(retention_days * DAY_MS)
     report = PruneReport()
@@ -108,9 +123,11 @@ def prune(
                 report.removed.append(thread_id)
         except StateError as exc:
             report.problems.append(f"{thread_id}: {exc}")
+        finally:
+            yield_turn()
     leftovers = functools.partial(sweep_thread_dir, store.threads_dir, now_s=now / 1000, dry_run=dry_run)
     report.swept = MAINTENANCE.run(leftovers).removed
-    report.markers_removed = sweep_cancel_markers(store, now, lease_live, dry_run=dry_run)
+    report.markers_removed = sweep_cancel_markers(store, now, lease_live, dry_run=dry_run, yield_turn=yield_turn)
     owner_alive = record_owner_alive or OwnerLiveness(
         store.root, beacon_interval_s=DEFAULT_BEACON_INTERVAL_S, grace_s=DEFAULT_LEASE_GRACE_S
     )
@@ -139,11 +156,17 @@ def prune_options(settings: Settings) -> dict[str, Any]:
 
 
 def sweep_cancel_markers(
-    store: ThreadStore, now_ms: int, lease_live: LeaseCheck = _grace_only, *, dry_run: bool = False
+    store: ThreadStore,
+    now_ms: int,
+    lease_live: LeaseCheck = _grace_only,
+    *,
+    dry_run: bool = False,
+    yield_turn: YieldTurn = _no_yield,
 ) -> int:
     """Remove the cancel markers whose run no longer holds a live lease; returns how many."""
     removed = 0
     for marker in Beacons(store.root).cancel_markers():
+        yield_turn()
         if marker.thread_id is None or marker.run_key is None:
             keep = marker.mtime * 1000 > now_ms - UNREADABLE_MARKER_AGE_S * 1000
         else:
@@ -166,12 +189,16 @@ def sweep_cancel_markers(
     return removed
 
 
-def busy_since(store: ThreadStore, now_ms: int, lease_live: LeaseCheck = _grace_only) -> int | None:
+def busy_since(
+    store: ThreadStore, now_ms: int, lease_live: LeaseCheck = _grace_only, yield_turn: YieldTurn = _no_yield
+) -> int | None:
     """None if some thread holds work (a live run or an unexpired interrupt; an unreadable file counts
-    as work), else the latest activity recorded in any thread file (0 with no files)."""
+    as work), else the latest activity recorded in any thread file (0 with no files). `yield_turn` runs
+    before each file, as in `prune`."""
     latest = 0
     try:
         for thread_id in store.iter_thread_ids():
+            yield_turn()
             state = store.read(thread_id)
             if state is None:
                 continue

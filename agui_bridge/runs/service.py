@@ -140,8 +140,12 @@ class BridgeService:
         if idle_s <= 0 or self._active or self._followers or time.monotonic() - self.last_activity < idle_s:
             return False
         now = now_ms()
-        latest = busy_since(self.store, now, self.lease_live)
+        latest = busy_since(self.store, now, self.lease_live, self._yield_turn)
         return latest is not None and now - latest >= idle_s * 1000
+
+    def _yield_turn(self) -> None:
+        """Between two thread files of a sweep: under gevent the other greenlets run (docs/design.md#retention)."""
+        self.runtime.sleep(0)
 
     def _maintain(self, request_exit: Callable[[], None]) -> None:
         idle_s = self.settings.idle_shutdown_s
@@ -151,7 +155,9 @@ class BridgeService:
             self.runtime.sleep(tick_s)
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + SWEEP_INTERVAL_S
-                report = prune(self.store, lease_live=self.lease_live, **prune_options(self.settings))
+                report = prune(
+                    self.store, lease_live=self.lease_live, yield_turn=self._yield_turn, **prune_options(self.settings)
+                )
                 if report.removed or report.problems or report.markers_removed or report.records_expired:
                     log.info(
                         "retention sweep removed %d thread file(s), %d cancel marker(s) of ended runs and %d run "

@@ -64,3 +64,29 @@ def test_state_prune_command(tmp_path: Path, capsys: object) -> None:
     assert store.read("gone") is None and store.read("kept") is not None
     out = capsys.readouterr().out  # type: ignore[attr-defined]
     assert "would remove 1 of 2" in out and "removed 1 of 2" in out
+
+
+def test_prune_and_busy_since_give_the_hub_a_turn_between_thread_files(tmp_path: Path) -> None:
+    """Under gevent the sweep runs on the hub: no two thread files are read without a yield between them."""
+    store = ThreadStore(tmp_path)
+    for name in ("a", "b", "c"):
+        write(store, name, idle_days=31)
+    events: list[str] = []
+    real_transaction, real_read = store.transaction, store.read
+
+    def transaction(thread_id: str) -> object:
+        events.append("file")
+        return real_transaction(thread_id)
+
+    def read(thread_id: str) -> object:
+        events.append("file")
+        return real_read(thread_id)
+
+    store.transaction = transaction  # type: ignore[method-assign,assignment]
+    store.read = read  # type: ignore[method-assign,assignment]
+    assert busy_since(store, NOW, yield_turn=lambda: events.append("yield")) == NOW - 31 * DAY_MS
+    assert events.count("file") == 3 and "file,file" not in ",".join(events)
+    events.clear()
+    report = prune(store, retention_days=30, now_ms=NOW, yield_turn=lambda: events.append("yield"))
+    assert sorted(report.removed) == ["a", "b", "c"]
+    assert events.count("file") == 3 and "file,file" not in ",".join(events)

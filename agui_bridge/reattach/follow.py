@@ -10,7 +10,6 @@ counts.
 
 from __future__ import annotations
 
-import fcntl
 import hmac
 import logging
 import os
@@ -38,6 +37,7 @@ from agui_bridge.reattach.reader import (
     ReaderMarker,
     RecordReader,
     RecordTail,
+    SealOutcome,
     find_frame_after,
     probe_head,
     read_tombstone,
@@ -54,6 +54,9 @@ OWNER_CHECK_S = 1.0
 #: A run whose lease is gone this long without a terminal frame ended unrecorded (its record's writes
 #: failed): the follower stops instead of heartbeating forever.
 UNRECORDED_END_GRACE_S = 3.0
+#: A dead owner's record is sealed under a lock another follower may hold: this many tries, this far apart.
+SEAL_ATTEMPTS = 50
+SEAL_RETRY_S = 0.01
 _CURSOR = re.compile(r"[0-9]{1,12}")
 
 
@@ -236,16 +239,12 @@ def _seal_if_owner_died(reader: RecordReader, runtime: Runtime, settings: Settin
     def terminal(position: int) -> bytes:
         return b"id: %d\n" % position + encode_event(ev.run_error(code, message))
 
-    def try_lock(fd: int) -> bool:
-        for _ in range(50):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
-            except BlockingIOError:
-                runtime.sleep(0.01)
-        return False
-
-    if seal_orphan(reader.path, terminal, try_lock):
+    for _ in range(SEAL_ATTEMPTS):
+        outcome = read_off_hub(seal_orphan, reader.path, terminal)  # the tail scan is blocking file work
+        if outcome is not SealOutcome.BUSY:
+            break
+        runtime.sleep(SEAL_RETRY_S)  # another follower holds the lock: wait on this side of the pool
+    if outcome is SealOutcome.SEALED:
         log.warning("the worker of a run died; its record was ended with RUN_ERROR", extra={"run_id": head.run_id})
 
 

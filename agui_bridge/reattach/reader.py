@@ -8,6 +8,8 @@ record whose owner died without writing its terminal frame.
 from __future__ import annotations
 
 import contextlib
+import enum
+import fcntl
 import json
 import logging
 import os
@@ -300,28 +302,37 @@ def read_tombstone(path: Path) -> RecordHead | None:
         return None
 
 
-def seal_orphan(path: Path, build_terminal: Callable[[int], bytes], try_lock: Callable[[int], bool]) -> bool:
+class SealOutcome(enum.Enum):
+    SEALED = "sealed"
+    BUSY = "busy"  # another process holds the record's lock: try again shortly
+    LEFT = "left"  # ended already, half written, or gone: nothing to append
+
+
+def seal_orphan(path: Path, build_terminal: Callable[[int], bytes]) -> SealOutcome:
     """Append the terminal frame to a record whose owner died without writing one (once, under a lock).
 
-    `build_terminal(position)` gives the `id: n`-framed RUN_ERROR; `try_lock(fd)` takes an exclusive
-    non-blocking lock on the file (the caller retries cooperatively). Returns whether it sealed. Only the
-    record's last frame is read (`scan_tail`); a record whose last frame is still half written is left
-    unsealed (its follower ends when the run's lease is gone).
+    Blocking file work (the tail scan may read backwards through a large last frame): the follower calls
+    it in the read pool, and retries a BUSY outcome with cooperative sleeps (docs/design.md#reattach).
+    `build_terminal(position)` gives the `id: n`-framed RUN_ERROR. One non-blocking attempt at an exclusive
+    `flock`; only the record's last frame is read (`scan_tail`); a record whose last frame is still half
+    written is left unsealed (its follower ends when the run's lease is gone).
     """
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
     except OSError:
-        return False
+        return SealOutcome.LEFT
     try:
-        if not try_lock(fd):
-            return False
-        tail = scan_tail(fd, 0)  # the end only: a whole-file parse here stalled the hub
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return SealOutcome.BUSY
+        tail = scan_tail(fd, 0)  # the end only, never a whole-file parse
         if tail.finished or tail.truncated or tail.complete_end != os.fstat(fd).st_size:
-            return False  # ended already, or a frame half written: never append after a partial frame
+            return SealOutcome.LEFT  # ended already, or a frame half written: never append after a partial frame
         os.write(fd, build_terminal(tail.last_position + 1))
-        return True
+        return SealOutcome.SEALED
     except OSError:
-        return False
+        return SealOutcome.LEFT
     finally:
         os.close(fd)
 
@@ -377,6 +388,7 @@ __all__ = [
     "ReaderMarker",
     "RecordReader",
     "RecordTail",
+    "SealOutcome",
     "find_frame_after",
     "probe_head",
     "read_tombstone",

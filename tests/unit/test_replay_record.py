@@ -7,7 +7,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.sse import encode_event
 from agui_bridge.reattach.follow import open_reattach, parse_cursor, stream_backlog
 from agui_bridge.reattach.format import RecordHead, record_paths, ros_digest
-from agui_bridge.reattach.reader import ReaderMarker, RecordReader, readers_present, seal_orphan
+from agui_bridge.reattach.reader import ReaderMarker, RecordReader, SealOutcome, readers_present, seal_orphan
 from agui_bridge.reattach.record import RunRecord
 from agui_bridge.reattach.retention import sweep_records
 from agui_bridge.reattach.status import OwnerLiveness
@@ -142,12 +142,8 @@ def test_a_dead_owners_record_is_sealed_once(tmp_path: Path) -> None:
     def terminal(position: int) -> bytes:
         return b"id: %d\n" % position + encode_event(ev.run_error("CANCELLED", "lost"))
 
-    def lock(fd: int) -> bool:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-
-    assert seal_orphan(record.path, terminal, lock)
-    assert not seal_orphan(record.path, terminal, lock)  # already has its terminal frame
+    assert seal_orphan(record.path, terminal) is SealOutcome.SEALED
+    assert seal_orphan(record.path, terminal) is SealOutcome.LEFT  # already has its terminal frame
     reader = RecordReader(record.path)
     frames = reader.poll()
     assert reader.finished and [frame.position for frame in frames] == [1, 2, 3, 4, 5]
@@ -333,6 +329,42 @@ def test_a_follower_leaves_a_record_alone_while_its_owners_beacon_is_fresh(tmp_p
     _seal_if_owner_died(reader, SleepRuntime(), settings_for(tmp_path), "en")  # type: ignore[arg-type]
     reader.close()
     assert record.path.read_bytes() == before
+
+
+def test_a_dead_owners_record_is_sealed_in_the_read_pool_retrying_while_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seal's tail scan is blocking file work: it runs through `read_off_hub`, and a lock held by
+    another follower is waited for with the runtime's (cooperative) sleep, not inside the pool."""
+    from agui_bridge.reattach import follow as reattach_module
+
+    owner = "gone-host.invalid:7:12345"
+    Beacons(tmp_path).publish(owner, ["exec-1/r"], ev.now_ms() - 60_000)
+    record = RunRecord(tmp_path, head(owner=owner), max_bytes=1 << 20)
+    Emitter(NULL_OBSERVER, record).events([ev.run_started("t", "r", None)])
+    holder = os.open(record.path, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # another follower is sealing it
+    off_hub: list[str] = []
+
+    def read_off_hub(fn: Callable[..., object], *args: object) -> object:
+        off_hub.append(fn.__name__)
+        return fn(*args)
+
+    class ReleasingRuntime:
+        sleeps = 0
+
+        def sleep(self, seconds: float) -> None:
+            self.sleeps += 1
+            os.close(holder)  # the other follower lets go
+
+    monkeypatch.setattr(reattach_module, "read_off_hub", read_off_hub)
+    reader = RecordReader(record.path)
+    reader.poll()
+    runtime = ReleasingRuntime()
+    reattach_module._seal_if_owner_died(reader, runtime, settings_for(tmp_path), "en")  # type: ignore[arg-type]
+    reader.close()
+    assert off_hub == ["seal_orphan", "seal_orphan"] and runtime.sleeps == 1
+    assert b'"type":"RUN_ERROR"' in record.path.read_bytes()
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 SWEEP_LOCK = ".sweep.lock"
 OwnerAlive = Callable[[RecordHead], bool]
+#: A record has no header between its creation (`O_CREAT`) and the owner's first write: one without a header
+#: younger than this may be a run being admitted right now, never an ended one.
+HEADERLESS_GRACE_S = 10.0
 
 
 @dataclass
@@ -105,7 +108,7 @@ def sweep_records(
         for entry in _scan(directory):
             name = entry.path.name
             if name.endswith(RECORD_SUFFIX):
-                if entry.mtime > now - retention_s or not _ended(entry.path, owner_alive, dry_run):
+                if entry.mtime > now - retention_s or not _ended(entry, now, owner_alive, dry_run):
                     kept.append(entry)  # recent, or a live run (a long quiet turn): its record stays
                     continue
                 report.tombstoned += 1
@@ -120,7 +123,7 @@ def sweep_records(
             elif name.endswith(READERS_SUFFIX) and entry.mtime <= now - retention_s and not dry_run:
                 shutil.rmtree(entry.path, ignore_errors=True)
         if budget_bytes > 0 or min_free_bytes > 0:
-            usage = _evict(directory, kept, budget_bytes, min_free_bytes, owner_alive, dry_run)
+            usage = _evict(directory, kept, budget_bytes, min_free_bytes, owner_alive, dry_run, now)
             report.evicted = usage.evicted
     return report
 
@@ -141,15 +144,16 @@ def enforce_budget(
     with sweep_lock(directory) as held:
         if not held:
             return ReplayUsage(used, free)
-        return _evict(directory, entries, target_bytes, min_free_bytes, owner_alive, dry_run=False)
+        return _evict(directory, entries, target_bytes, min_free_bytes, owner_alive, False, time.time())
 
 
 def _evict(
     directory: Path, entries: list[_Entry], budget_bytes: int, min_free_bytes: int, owner_alive: OwnerAlive,
-    dry_run: bool,
+    dry_run: bool, now: float,
 ) -> ReplayUsage:  # fmt: skip
     """Oldest ended records first (live runs' records never): each becomes a tombstone, so a later
-    reattach is 410 as for an expired record."""
+    reattach is 410 as for an expired record. An empty record frees nothing and may be a run's record
+    before its first write: it is never evicted."""
     used = sum(entry.size for entry in entries if _counted(entry.path.name))
     free = _free_bytes(directory)
     evicted = 0
@@ -159,7 +163,7 @@ def _evict(
         short_of_space = free is not None and free < min_free_bytes
         if not (over_budget or short_of_space):
             break
-        if not _ended(entry.path, owner_alive, dry_run):
+        if entry.size == 0 or not _ended(entry, now, owner_alive, dry_run):
             continue
         evicted += 1
         used -= entry.size
@@ -168,12 +172,16 @@ def _evict(
     return ReplayUsage(used, free, evicted)
 
 
-def _ended(path: Path, owner_alive: OwnerAlive, dry_run: bool) -> bool:
+def _ended(entry: _Entry, now: float, owner_alive: OwnerAlive, dry_run: bool) -> bool:
     """Has this record ended (terminal, truncated, or its owner is gone)? If so, and not `dry_run`, it is
-    replaced by its tombstone here."""
+    replaced by its tombstone here. A record without a header is ended only once older than
+    `HEADERLESS_GRACE_S` (its owner died before its first write)."""
+    path = entry.path
     status = read_status(path)
     if status is None:
         return False  # gone meanwhile
+    if status.head is None and entry.mtime > now - HEADERLESS_GRACE_S:
+        return False  # created a moment ago: its header is being written
     if not status.ended and status.head is not None and owner_alive(status.head):
         return False
     if not dry_run:

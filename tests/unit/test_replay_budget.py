@@ -84,6 +84,23 @@ def test_over_the_budget_the_oldest_finished_records_go_first_and_become_tombsto
         open_reattach(Settings(state_dir=tmp_path), "t", "oldest", "ros-1", 0)
 
 
+def test_eviction_leaves_a_record_being_created_alone(tmp_path: Path) -> None:
+    """Between `O_CREAT` and the owner's first write a record has no header: it is a run starting, not an
+    ended one, so the budget never tombstones it (an empty one would free nothing anyway)."""
+    finished, _ = record_run(tmp_path, "finished", text_bytes=100 * KIB, age_s=300)
+    empty = record_paths(tmp_path, "t", "empty")[0]
+    empty.write_bytes(b"")
+    half_header = record_paths(tmp_path, "t", "starting")[0]
+    half_header.write_bytes(b": agui-bridge run record")  # the header's first bytes only
+    abandoned = record_paths(tmp_path, "t", "abandoned")[0]
+    abandoned.write_bytes(b": agui-bridge run record")
+    old = time.time() - 60  # its owner died before finishing the header
+    os.utime(abandoned, (old, old))
+    usage = enforce_budget(tmp_path, budget_bytes=1, target_bytes=1, min_free_bytes=0, owner_alive=_live_only)
+    assert not finished.path.exists() and not abandoned.exists()
+    assert empty.exists() and half_header.exists() and usage.evicted == 2
+
+
 def test_within_the_budget_nothing_is_evicted(tmp_path: Path) -> None:
     first, _ = record_run(tmp_path, "a", text_bytes=64 * KIB, age_s=100)
     usage = enforce_budget(

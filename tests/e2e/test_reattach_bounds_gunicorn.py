@@ -60,6 +60,18 @@ def refusal(server: BridgeServer, kind: str, last: int) -> int:
     return requests.get(url, params=params, timeout=120).status_code
 
 
+def status_line(sock: socket.socket) -> bytes:
+    """The response's first line only: the rest stays unread, filling the socket's buffers."""
+    sock.settimeout(HEALTH_DEADLINE_S)
+    received = b""
+    while b"\r\n" not in received and len(received) < 256:
+        chunk = sock.recv(256 - len(received))
+        if not chunk:
+            break
+        received += chunk
+    return received.split(b"\r\n", 1)[0]
+
+
 @contextlib.contextmanager
 def clients_that_never_read(server: BridgeServer, count: int) -> Iterator[list[socket.socket]]:
     path = EVENTS.format(THREAD, RUN) + f"?rosInvocationId={ROS}"
@@ -71,6 +83,8 @@ def clients_that_never_read(server: BridgeServer, count: int) -> Iterator[list[s
             sock.connect(("127.0.0.1", server.port))
             sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
             sockets.append(sock)
+        for sock in sockets:
+            assert status_line(sock) == b"HTTP/1.1 200 OK", "a client that never reads was not attached"
         yield sockets
     finally:
         for sock in sockets:
@@ -104,6 +118,7 @@ def test_refusals_and_clients_that_never_read_leave_the_worker_answering_with_bo
         with ThreadPoolExecutor(max_workers=21) as pool:
             health = pool.submit(watch_health)
             with clients_that_never_read(server, 10):
+                attached = list(readers_dir.iterdir()) if readers_dir.exists() else []  # made before any byte
                 refusals = list(pool.map(lambda kind: refusal(server, kind, last), kinds[:20]))
                 deadline = time.monotonic() + WRITE_TIMEOUT_S * 10 + 30
                 while time.monotonic() < deadline and readers_dir.exists() and any(readers_dir.iterdir()):
@@ -111,6 +126,7 @@ def test_refusals_and_clients_that_never_read_leave_the_worker_answering_with_bo
                 followers_left = list(readers_dir.iterdir()) if readers_dir.exists() else []
             done.set()
             health.result()
+        assert len(attached) == 10, f"{len(attached)} of the 10 clients that never read were following"
         assert sorted(set(refusals)) == [400, 404, 416], refusals
         assert followers_left == [], "clients that never read were not dropped after the write deadline"
         assert health_codes and set(health_codes) == {200}

@@ -6,8 +6,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from agui_bridge.reattach.format import (
 from agui_bridge.reattach.reader import RecordReader
 from agui_bridge.reattach.retention import SWEEP_LOCK, sweep_records
 from agui_bridge.reattach.status import TAIL_BYTES, read_status
+from tests.hub_guard import run_patched
 
 OWNER = "other-host.invalid:1:1"
 
@@ -141,7 +140,6 @@ def test_only_one_process_sweeps_the_records_at_a_time(tmp_path: Path) -> None:
 
 _OFF_HUB_SCRIPT = """
 from gevent import monkey
-monkey.patch_all()
 import json, sys, threading
 from pathlib import Path
 from agui_bridge.reattach import retention as replay_retention
@@ -165,9 +163,8 @@ print(json.dumps({"expired": report.records_expired, "threads": [t != hub_thread
 
 def test_the_record_sweep_runs_off_the_hub(tmp_path: Path) -> None:
     write_record(tmp_path, "r", age_s=7200)
-    out = subprocess.run(
-        [sys.executable, "-c", _OFF_HUB_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=60, check=True
-    )
+    out = run_patched(_OFF_HUB_SCRIPT, str(tmp_path), cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"expired": 1, "threads": [True]}
     assert not list(replay_retention.replay_dir(tmp_path).glob("*.sse"))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import hmac
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,10 +91,6 @@ class RecordHead:
         body = {"v": 1, "threadId": self.thread_id, "runId": self.run_id, "ros": self.ros}
         body |= {"owner": self.owner, "startedMs": self.started_ms}
         return HEADER_PREFIX + json.dumps(body, separators=(",", ":")).encode("utf-8") + b"\n\n"
-
-    def matches(self, thread_id: str, ros_invocation_id: str) -> bool:
-        same_ros = hmac.compare_digest(self.ros.encode(), ros_digest(ros_invocation_id).encode())
-        return same_ros and self.thread_id == thread_id
 
 
 def parse_head(block: bytes) -> RecordHead | None:

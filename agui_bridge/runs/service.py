@@ -92,17 +92,22 @@ class BridgeService:
     def followers(self) -> int:
         return self._followers
 
+    def _check_capacity(self) -> None:
+        """Under `_active_lock`: runs, admissions under way and followers share the worker's stream cap
+        (`runtime.stream_limit`); draining or full, 503 + Retry-After."""
+        limit = self.runtime.stream_limit(
+            self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
+        )
+        if self.draining or self._active + self._admitting + self._followers >= limit:
+            raise ServiceUnavailable()
+
     def admit_follower(self) -> Callable[[], None]:
         """Take a reattach follower's place in the worker's stream cap (docs/design.md#reattach): a follower
         holds a connection (and, on the thread back-end, a host thread) for as long as the run it follows,
         so it counts with runs against `runtime.stream_limit`; past it, 503 + Retry-After. Returns the
         release, to call once when the body ends."""
-        limit = self.runtime.stream_limit(
-            self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
-        )
         with self._active_lock:
-            if self.draining or self._active + self._admitting + self._followers >= limit:
-                raise ServiceUnavailable()
+            self._check_capacity()
             self._followers += 1
         released = False
 
@@ -238,12 +243,8 @@ class BridgeService:
         check and a reservation are one step under the lock, so a burst of requests on the thread back-end
         cannot overshoot the cap while their admissions wait on file locks."""
         began = time.monotonic()
-        limit = self.runtime.stream_limit(
-            self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
-        )
         with self._active_lock:
-            if self.draining or self._active + self._admitting + self._followers >= limit:
-                raise ServiceUnavailable()
+            self._check_capacity()
             self._admitting += 1
         try:
             return self._admit(raw, language, client_socket, began)

@@ -4,7 +4,7 @@ Every recorder of a worker asks before its first frame and then every 64 KiB whe
 and reports what it wrote after writing it (`charge`), both in memory, on the hub. The worker's view of the
 directory is its last scan plus what its recorders wrote since; a scan runs on a native
 thread (`worker/runtime.MAINTENANCE`) when the view is 30 s old, nears the budget (90 %) or the reserve, and then
-tombstones the oldest ended records down to 80 % (`replay_retention.enforce_budget`). A step that would
+tombstones the oldest ended records down to 80 % (`reattach/retention.enforce_budget`). A step that would
 take the view past the budget, or the filesystem's free space below the reserve, is refused: that record
 stops like one past `--reattach-max-bytes` (`: truncated`), the run goes on. Other workers' writes are seen
 at the next scan, so the budget holds to within what the workers write between two scans.

@@ -3,7 +3,7 @@ and `replay/` as a whole stays within its budget.
 
 A tombstone (`<name>.gone`, the header only) makes a late reattach 410 instead of 404; `runs/retention.py`
 calls `sweep_records` with the thread files' retention. What a record's fate needs is read in bounded size
-(`replay_status`: header and tail), and one process at a time sweeps a state directory (a non-blocking
+(`reattach/status.read_status`: header and tail), and one process at a time sweeps a state directory (a non-blocking
 `flock` on `replay/.sweep.lock`: the others skip, the work would be the same). Callers run this off the hub
 (`worker/runtime.MAINTENANCE`): its total cost grows with the number of files.
 """

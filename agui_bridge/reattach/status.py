@@ -41,7 +41,8 @@ class RecordStatus:
 
 
 def read_status(path: Path) -> RecordStatus | None:
-    """The record's status from at most `MAX_HEADER_BYTES + TAIL_BYTES` read; None if it cannot be opened."""
+    """The record's status from its header and its tail (`MAX_HEADER_BYTES` plus one `TAIL_BYTES` chunk unless
+    the last frame is larger); None if it cannot be opened."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

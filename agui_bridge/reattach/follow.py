@@ -197,10 +197,10 @@ def follow(
                 watch.wait(max(0.0, min(next_heartbeat, next_owner_check) - time.monotonic()))
             read_at_once = False
             marker.touch()
-            frames = reader.poll(CHUNK_BYTES, max_chunks=1)
+            forwarded = reader.forward(CHUNK_BYTES)
             now = time.monotonic()
-            if frames:
-                yield b"".join(frame.data for frame in frames)
+            if forwarded:
+                yield forwarded
                 next_heartbeat = now + settings.heartbeat_interval_s
                 continue
             if now >= next_owner_check:
@@ -208,9 +208,9 @@ def follow(
                 _seal_if_owner_died(reader, runtime, settings, language)
                 over_since = (over_since or now) if run_over() else None
                 if over_since is not None and now - over_since >= UNRECORDED_END_GRACE_S:
-                    late = reader.poll(CHUNK_BYTES, max_chunks=1)
+                    late = reader.forward(CHUNK_BYTES)
                     if late:
-                        yield b"".join(frame.data for frame in late)
+                        yield late
                         continue
                     log.warning("a followed run ended without a recorded terminal event; ending the stream")
                     return

@@ -65,6 +65,12 @@ class RecordReader:
     _pending: bytearray = field(default_factory=bytearray, repr=False)
     _searched: int = 0
     _handle: BinaryIO | None = field(default=None, repr=False)
+    #: `forward`'s state: the next byte not yet given out (a frame's start unless a whole frame is being
+    #: streamed), how far a frame larger than a read was searched for its end, and that frame's end.
+    _offset: int = 0
+    _scanned: int | None = None
+    _frame_end: int | None = None
+    _pending_facts: tuple[int, str, bool] = (0, "", False)  # (id, type, `: truncated`) of the frame at _offset
 
     @classmethod
     def resume(cls, path: Path, probe: HeadProbe, tail: RecordTail) -> RecordReader:
@@ -75,13 +81,102 @@ class RecordReader:
         handle.seek(tail.complete_end)
         return cls(
             path, head=probe.head, truncated=tail.truncated, finished=tail.finished,
-            last_position=tail.last_position, _handle=handle,
+            last_position=tail.last_position, _handle=handle, _offset=tail.complete_end,
         )  # fmt: skip
 
+    def forward(self, max_read: int = CHUNK_BYTES) -> bytes:
+        """The next raw bytes of whole frames appended to the record (b"": none yet), with one read of at
+        most `max_read`: the live path of a follower (docs/design.md#reattach). Only a frame's first bytes
+        are parsed (its id and type: `finished`, `truncated`, `last_position` change once its last byte is
+        given out); a frame larger than a read is searched for its end one read per call, then given out
+        in reads of `max_read`, so nothing here holds more than one read whatever the frame's size.
+        `behind` says whether more may be waiting now. A frame still being written is not given out."""
+        self.behind = False
+        try:
+            if self._handle is None:
+                self._handle = open(self.path, "rb")  # noqa: SIM115 - kept open across polls, see close()
+            fd = self._handle.fileno()
+            if self._frame_end is not None:
+                return self._stream_frame(fd, max_read)
+            if self._scanned is not None:
+                self._search_frame_end(fd, max_read)
+                return b""
+            chunk = os.pread(fd, max_read, self._offset)
+        except OSError:
+            return b""
+        if not chunk:
+            return b""
+        last_end = chunk.rfind(_FRAME_END)
+        if last_end < 0:  # one frame, larger than this read or still being written
+            self._scanned = self._offset + len(chunk)
+            self.behind = len(chunk) == max_read
+            return b""
+        whole = chunk[: last_end + 2]
+        start = 0
+        while start < len(whole):
+            end = whole.find(_FRAME_END, start) + 2
+            self._pending_facts = self._facts_of(whole[start : min(end, start + MAX_HEADER_BYTES)])
+            self._frame_done()
+            start = end
+        self._offset += len(whole)
+        self.behind = len(chunk) == max_read
+        return whole
+
+    def _search_frame_end(self, fd: int, max_read: int) -> None:
+        """One read further into a large frame: its end found, it is streamed from the next call on."""
+        assert self._scanned is not None
+        look_from = max(self._offset, self._scanned - 1)  # a "\n\n" split across two reads
+        chunk = os.pread(fd, max_read, look_from)
+        found = chunk.find(_FRAME_END)
+        if found >= 0:
+            self._frame_end = look_from + found + 2
+            self._scanned = None
+            prefix = os.pread(fd, min(MAX_HEADER_BYTES, self._frame_end - self._offset), self._offset)
+            self._pending_facts = self._facts_of(prefix)  # read now: its first read may have been partial
+            self.behind = True
+            return
+        self._scanned = look_from + len(chunk) if chunk else self._scanned
+        self.behind = len(chunk) == max_read
+
+    def _stream_frame(self, fd: int, max_read: int) -> bytes:
+        assert self._frame_end is not None
+        piece = os.pread(fd, min(max_read, self._frame_end - self._offset), self._offset)
+        if not piece:
+            return b""  # cannot happen to an append-only file; never spin on it
+        self._offset += len(piece)
+        if self._offset >= self._frame_end:
+            self._frame_end = None
+            self._frame_done()
+        self.behind = True
+        return piece
+
+    def _facts_of(self, prefix: bytes) -> tuple[int, str, bool]:
+        """(id, type, truncated) of the frame starting with `prefix` (the header is parsed here too)."""
+        if prefix.startswith(b":"):
+            if self.head is None and prefix.startswith(HEADER_PREFIX):
+                end = prefix.find(_FRAME_END)
+                self.head = parse_head(prefix[: end + 2]) if end >= 0 else None
+            return 0, "", prefix.startswith(TRUNCATED_FRAME)
+        position, event_type = _frame_facts(prefix[:_FRAME_PREFIX_BYTES])
+        return position, event_type, False
+
+    def _frame_done(self) -> None:
+        """The frame at the old offset was given out whole: what it says now holds."""
+        position, event_type, truncated = self._pending_facts
+        self._pending_facts = (0, "", False)
+        if truncated:
+            self.truncated = True
+        if position > 0:
+            self.last_position = position
+            if event_type in TERMINAL_TYPES:
+                self.finished = True
+
     def poll(self, max_read: int = 1 << 20, max_chunks: int | None = None) -> list[Frame]:
-        """Read what was appended since the last poll (the file stays open between polls: a follower
-        polls often, and a record removed by retention meanwhile is still read to its end). With
-        `max_chunks`, at most that many reads of `max_read` (`behind` says whether more is waiting)."""
+        """Read what was appended since the last poll, parsed into frames (the file stays open between polls,
+        and a record removed by retention meanwhile is still read to its end). With `max_chunks`, at most
+        that many reads of `max_read` (`behind` says whether more is waiting). A frame is held until whole,
+        so this holds up to the largest frame: for inspecting records (tests, tools); a follower uses
+        `forward`. Never mix the two on one reader."""
         frames: list[Frame] = []
         self.behind = False
         reads = 0

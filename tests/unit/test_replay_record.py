@@ -15,10 +15,17 @@ import pytest
 from agui_bridge.config.settings import Settings
 from agui_bridge.errors import InvalidInput, ReplayCursorOutOfRange, ReplayExpired, RunNotFound
 from agui_bridge.protocol import events as ev
-from agui_bridge.protocol.sse import encode_event
+from agui_bridge.protocol.sse import encode_event, encode_numbered
 from agui_bridge.reattach.follow import open_reattach, parse_cursor, stream_backlog
-from agui_bridge.reattach.format import RecordHead, record_paths, ros_digest
-from agui_bridge.reattach.reader import ReaderMarker, RecordReader, SealOutcome, readers_present, seal_orphan
+from agui_bridge.reattach.format import TRUNCATED_FRAME, RecordHead, record_paths, ros_digest
+from agui_bridge.reattach.reader import (
+    CHUNK_BYTES,
+    ReaderMarker,
+    RecordReader,
+    SealOutcome,
+    readers_present,
+    seal_orphan,
+)
 from agui_bridge.reattach.record import RunRecord
 from agui_bridge.reattach.retention import sweep_records
 from agui_bridge.reattach.status import OwnerLiveness
@@ -396,3 +403,51 @@ def test_a_record_owner_on_this_host_is_judged_by_its_pid_at_once(tmp_path: Path
     now = ev.now_ms()
     assert liveness(RecordHead("t", "r", "x", current_owner(), now), now)
     assert not liveness(RecordHead("t", "r", "x", f"{socket.gethostname()}:{gone.pid}:1", now), now)  # no grace
+
+
+def _live_record_bytes(big_text_bytes: int) -> bytes:
+    """A header, small frames, one frame far larger than a read, and the terminal frame."""
+    frames = [
+        encode_numbered(1, ev.run_started("t", "r", None)),
+        encode_numbered(2, ev.text_start("m")),
+        encode_numbered(3, ev.text_content("m", "x" * big_text_bytes)),
+        encode_numbered(4, ev.text_content("m", "y")),
+        encode_numbered(5, ev.run_finished("t", "r", {"type": "success"})),
+    ]
+    return head().encode() + b"".join(frames)
+
+
+@pytest.mark.parametrize(("max_read", "write_step"), [(64, 7), (64, 1000), (1024, 300), (CHUNK_BYTES, 50_000)])
+def test_a_follower_forwards_whole_frames_in_bounded_reads_however_large_the_frame(
+    tmp_path: Path, max_read: int, write_step: int
+) -> None:
+    """The live path never holds a frame: each call gives out at most one read, only whole frames reach the
+    client (a frame being written waits), and the run is finished only once its terminal frame is out."""
+    record = _live_record_bytes(big_text_bytes=max(4 * max_read, 200_000))
+    path = tmp_path / "record.sse"
+    path.write_bytes(b"")
+    reader = RecordReader(path)
+    out = bytearray()
+    for written in range(write_step, len(record) + write_step, write_step):
+        with open(path, "ab") as handle:
+            handle.write(record[written - write_step : written])
+        for _ in range(len(record)):  # bounded: each call reads at least one byte or stops
+            piece = reader.forward(max_read)
+            assert len(piece) <= max_read
+            out += piece
+            assert not reader.finished or bytes(out) == record
+            if not piece and not reader.behind:
+                break
+        assert out == record[: len(out)] and (not out or out.endswith(b"\n\n"))
+    reader.close()
+    assert bytes(out) == record and reader.finished and reader.last_position == 5
+    assert reader.head is not None and reader.head.run_id == "r"
+
+
+def test_a_forwarded_truncated_marker_ends_the_follow(tmp_path: Path) -> None:
+    path = tmp_path / "record.sse"
+    path.write_bytes(head().encode() + encode_numbered(1, ev.run_started("t", "r", None)) + TRUNCATED_FRAME)
+    reader = RecordReader(path)
+    out = reader.forward(64 * 1024)
+    reader.close()
+    assert out.endswith(TRUNCATED_FRAME) and reader.truncated and reader.last_position == 1 and not reader.finished

@@ -174,11 +174,11 @@ def parse_body_records(body: bytes) -> list[SseItem]:
 
 def iter_messages(chunks: Iterable[bytes]) -> Iterator[SseMessage]:
     """The records of a body read piece by piece, each as soon as it is complete: e.g. a requests
-    streaming response's `iter_content(chunk_size=None)` (one piece per network read)."""
+    streaming response's `iter_content(chunk_size=None)` (one piece per network read). A record the body
+    ends in the middle of is dropped, as the SSE standard says (a client of the bridge reattaches for it)."""
     parser = SseParser()
     for chunk in chunks:
         yield from parser.feed(chunk)
-    yield from parser.close()
 
 
 def iter_records(chunks: Iterable[bytes]) -> Iterator[SseItem]:
@@ -186,4 +186,3 @@ def iter_records(chunks: Iterable[bytes]) -> Iterator[SseItem]:
     parser = SseParser()
     for chunk in chunks:
         yield from parser.feed_records(chunk)
-    yield from parser.close_records()

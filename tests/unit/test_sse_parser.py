@@ -73,7 +73,8 @@ def reference_parse(raw: bytes) -> list[SseMessage]:
 
 
 def reference_records(raw: bytes) -> list[SseItem]:
-    """`reference_parse` with the comment lines, in order."""
+    """`reference_parse` with the comment lines, in order: the standard's line rules written out plainly, the
+    oracle the reader's fast paths and chunk handling are checked against (no code reads a stream with it)."""
     lines = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
     out: list[SseItem] = []
     data: list[bytes] = []

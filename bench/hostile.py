@@ -40,6 +40,10 @@ from typing import Any
 
 import harness as h
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the SSE reader of this checkout
+
+from agui_bridge.protocol.sse_parser import SseComment, iter_records
+
 MAX_BODY = 12 * 1024 * 1024
 TARGET_HEARTBEAT_LATE_S = 1.0
 TARGET_HEALTH_S = 0.100
@@ -130,10 +134,10 @@ def hold_stream(url: str, cwd: str, heartbeat_s: float, rec: Recorder) -> None:
     try:
         with requests.post(url, json=body, stream=True, timeout=(5, 120)) as response:
             last: float | None = None
-            for line in response.iter_lines(chunk_size=1):
+            for item in iter_records(response.iter_content(chunk_size=None)):
                 if rec.stop.is_set():
                     return
-                if line.startswith(b": heartbeat"):
+                if isinstance(item, SseComment) and item.text == b"heartbeat":
                     now = time.monotonic()
                     if last is not None:
                         rec.add(rec.heartbeat_late, max(0.0, now - last - heartbeat_s))

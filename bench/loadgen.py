@@ -1,20 +1,27 @@
 """A cheap asyncio load client for AG-UI (and raw A2A) SSE streams over HTTP/1.1 (bench only).
 
 Raw sockets through asyncio streams (uvloop when installed), no HTTP library: a request is a
-pre-built byte string, the response is de-chunked and split into SSE frames incrementally, and a
-frame is only looked at as far as needed (comment vs data, the `"type":"..."` near its start, or the
-A2A task state). Times are `time.monotonic()` (CLOCK_MONOTONIC, comparable across processes).
+pre-built byte string, the response is de-chunked and read by the repository's one SSE reader
+(`agui_bridge.protocol.sse_parser`, of this checkout) one network read at a time, and a record is only
+looked at as far as needed (comment vs data, the `"type":"..."` near its start, or the A2A task state).
+Times are `time.monotonic()` (CLOCK_MONOTONIC, comparable across processes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the reader of this checkout, not the measured one
+
+from agui_bridge.protocol.sse_parser import SseComment, SseItem, SseParser
 
 now = time.monotonic
 
@@ -137,9 +144,8 @@ async def sse_stream(
             rec.t_end = now()
             return rec
         chunked = b"transfer-encoding: chunked" in lower
-        sep = b"\r\n\r\n" if a2a else b"\n\n"
+        parser = SseParser()
         raw = b""
-        data = b""
         while True:
             chunk = await reader.read(262144)
             if not chunk:
@@ -153,13 +159,9 @@ async def sse_stream(
                 payload, raw, done = _dechunk(raw + chunk if raw else chunk)
             else:
                 payload = chunk
-            data = data + payload if data else payload
-            if sep in data:
-                frames = data.split(sep)
-                data = frames.pop()
-                for frame in frames:
-                    if _frame(rec, frame, t, a2a, hb_interval):
-                        return rec
+            for item in parser.feed_records(payload):
+                if _record(rec, item, t, a2a, hb_interval):
+                    return rec
             if done:
                 if rec.terminal is None:
                     rec.error = rec.error or "stream ended before terminal"
@@ -174,41 +176,39 @@ async def sse_stream(
     return rec
 
 
-def _frame(rec: StreamRecord, frame: bytes, t: float, a2a: bool, hb_interval: float) -> bool:
-    """Account one SSE frame; True when the stream reached its terminal frame."""
-    frame = frame.lstrip(b"\r\n")
-    if not frame:
-        return False
-    if frame[:1] == b":":
+def _record(rec: StreamRecord, item: SseItem, t: float, a2a: bool, hb_interval: float) -> bool:
+    """Account one SSE record or comment; True when the stream reached its terminal record."""
+    if isinstance(item, SseComment):
         rec.heartbeats += 1
         if hb_interval and rec.t_last:
             rec.hb.append((t, t - rec.t_last - hb_interval))
         rec.t_last = t
         return False
+    data = item.data
     rec.events += 1
     rec.t_last = t
     if rec.t_first is None:
         rec.t_first = t
     if a2a:
-        i = frame.find(b'"state":"TASK_STATE_')
+        i = data.find(b'"state":"TASK_STATE_')
         if i >= 0:
-            state = frame[i + 20 : frame.find(b'"', i + 20)]
+            state = data[i + 20 : data.find(b'"', i + 20)]
             if state in A2A_ENDING:
                 rec.terminal = state.decode()
                 rec.t_end = t
                 return True
         return False
-    i = frame.find(b'"type":"', 0, 64)
+    i = data.find(b'"type":"', 0, 64)
     if i < 0:
         return False
-    kind = frame[i + 8 : frame.find(b'"', i + 8)]
+    kind = data[i + 8 : data.find(b'"', i + 8)]
     if kind == b"RUN_STARTED":
         rec.t_run_started = t
     elif kind in AGUI_TERMINALS:
         rec.terminal = kind.decode()
         rec.t_end = t
         if kind == b"RUN_ERROR":
-            rec.body = frame[:400]
+            rec.body = data[:400]
         return True
     return False
 

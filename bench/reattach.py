@@ -40,6 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agui_bridge.demo.testing import free_port, running_demo_agent  # noqa: E402
+from agui_bridge.protocol.sse_parser import SseParser  # noqa: E402
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "bench"
@@ -89,14 +90,12 @@ def body(text: str, root: Path) -> dict[str, Any]:
 def event_times(response: requests.Response) -> dict[int, float]:
     """When each event id arrived (monotonic), read as the bytes come."""
     seen: dict[int, float] = {}
-    buffer = b""
+    parser = SseParser()
     for chunk in response.iter_content(chunk_size=None):
         now = time.monotonic()
-        buffer += chunk
-        *blocks, buffer = buffer.split(b"\n\n")
-        for block in blocks:
-            if block.startswith(b"id: "):
-                seen[int(block.split(b"\n", 1)[0][4:])] = now
+        for message in parser.feed(chunk):
+            if message.event_id is not None:
+                seen[int(message.event_id)] = now
     return seen
 
 
@@ -169,7 +168,8 @@ def throughput(a2a_url: str, root: Path, workers: int, clients: int, rounds: int
                 for _ in range(rounds):
                     with requests.post(url + "/", json=body(f"[LONG {deltas}]", root), stream=True,
                                        timeout=120) as response:  # fmt: skip
-                        count += sum(chunk.count(b"\n\n") for chunk in response.iter_content(chunk_size=None))
+                        parser = SseParser()  # events only: heartbeats are not counted
+                        count += sum(len(parser.feed(chunk)) for chunk in response.iter_content(chunk_size=None))
                 return count
 
             client(0)  # warm-up

@@ -44,12 +44,14 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from ag_ui.core import Event
 from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from agui_bridge.protocol.sse_parser import SseComment, SseMessage, SseParser, parse_body, parse_body_records
 
 __all__ = [
     "TERMINAL_EVENT_TYPES",
@@ -58,13 +60,14 @@ __all__ = [
     "capture_stream",
     "event_types",
     "get_capture_dir",
+    "numbered_frames",
     "parse_sse",
     "set_capture_dir",
     "sse_comments",
 ]
 
 TERMINAL_EVENT_TYPES: frozenset[str] = frozenset({"RUN_FINISHED", "RUN_ERROR"})
-HEARTBEAT_RECORD = ": heartbeat"
+HEARTBEAT_COMMENT = b"heartbeat"
 CAPTURE_ENV = "AGUI_CAPTURE_DIR"
 
 _EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
@@ -106,34 +109,15 @@ def _as_bytes(raw: bytes | bytearray | memoryview | str) -> bytes:
     return bytes(raw)
 
 
-def _records(text: str) -> list[list[str]]:
-    """Split an SSE body into records (lists of lines), per the SSE spec's line rules."""
-    records: list[list[str]] = []
-    current: list[str] = []
-    for line in re.split(r"\r\n|\r|\n", text):
-        if line == "":
-            if current:
-                records.append(current)
-                current = []
-            continue
-        current.append(line)
-    if current:
-        records.append(current)
-    return records
-
-
 def parse_sse(raw: bytes | bytearray | memoryview | str) -> list[dict[str, Any]]:
     """Return the JSON objects of all ``data:`` records, ignoring ``:`` comments.
 
-    Tolerant of framing (CR/CRLF line ends, multi-line data) so that tests can inspect even a
-    broken stream; use :func:`assert_valid_agui_stream` to check the framing itself.
+    Tolerant of framing (CR/CRLF line ends, multi-line data), as the one SSE reader is, so that tests
+    can inspect even a broken stream; use :func:`assert_valid_agui_stream` to check the framing itself.
     """
     events: list[dict[str, Any]] = []
-    for record in _records(_as_bytes(raw).decode("utf-8")):
-        data = [line[5:].removeprefix(" ") for line in record if line.startswith("data:")]
-        if not data:
-            continue
-        obj = json.loads("\n".join(data))
+    for message in parse_body(_as_bytes(raw)):
+        obj = json.loads(message.data)
         if not isinstance(obj, dict):
             raise ValueError(f"SSE data record is not a JSON object: {obj!r}")
         events.append(obj)
@@ -142,10 +126,18 @@ def parse_sse(raw: bytes | bytearray | memoryview | str) -> list[dict[str, Any]]
 
 def sse_comments(raw: bytes | bytearray | memoryview | str) -> list[str]:
     """Return the text of every SSE comment line (``: heartbeat`` -> ``"heartbeat"``)."""
-    comments: list[str] = []
-    for record in _records(_as_bytes(raw).decode("utf-8")):
-        comments.extend(line[1:].removeprefix(" ") for line in record if line.startswith(":"))
-    return comments
+    items = parse_body_records(_as_bytes(raw))
+    return [item.text.decode("utf-8") for item in items if isinstance(item, SseComment)]
+
+
+def numbered_frames(raw: bytes) -> list[tuple[int, bytes]]:
+    """Each numbered event of a body with its frame in the bridge's framing (``id: <n>\\ndata: ..\\n\\n``),
+    heartbeats skipped and a frame cut at the end dropped: what a client stitching by id keeps."""
+    return [
+        (int(message.event_id), b"id: " + message.event_id + b"\ndata: " + message.data + b"\n\n")
+        for message in SseParser().feed(raw)
+        if message.event_id is not None
+    ]
 
 
 def event_types(events: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -358,6 +350,32 @@ def _fail(errors: list[str], types: Sequence[str] | None = None) -> NoReturn:
     raise AguiStreamError("invalid AG-UI stream:\n  " + "\n  ".join(shown) + more + seq)
 
 
+def _strict_records(data: bytes) -> Iterator[tuple[int, SseMessage]]:
+    """The numbered event records of an LF-framed body read by the one SSE reader, each checked to be
+    exactly the bridge's framing. The reader is tolerant, so every record it returns is written back in
+    the strict form (``[id: <n>\\n]data: <one line>\\n\\n`` or ``: heartbeat\\n\\n``) and must
+    reproduce the body byte for byte; anything it skipped or merged (an empty record, an ``event:`` or
+    ``retry:`` line, ``data:`` without its space, two ``data:`` lines) breaks the match."""
+    offset = 0
+    for number, item in enumerate([*parse_body_records(data), None]):
+        if item is None:
+            if offset == len(data):
+                return
+            strict = b""
+        elif isinstance(item, SseComment):
+            strict = b": " + item.text + b"\n\n" if item.text == HEARTBEAT_COMMENT else b""
+        else:
+            if item.event_id is not None and not item.event_id.isdigit():
+                _fail([f"record #{number} has a malformed id line: {data[offset : offset + 40]!r}"])
+            id_line = b"" if item.event_id is None else b"id: " + item.event_id + b"\n"
+            strict = id_line + b"data: " + item.data + b"\n\n"
+        if not strict or not data.startswith(strict, offset):
+            _fail([f"record #{number} is neither 'data: <json>' nor ': heartbeat': {data[offset : offset + 120]!r}"])
+        offset += len(strict)
+        if isinstance(item, SseMessage):
+            yield number, item
+
+
 def assert_valid_agui_stream(
     raw: bytes | bytearray | memoryview,
     *,
@@ -389,17 +407,10 @@ def assert_valid_agui_stream(
     events: list[dict[str, Any]] = []
     payloads: list[str] = []
     ids: list[int] = []
-    for number, record in enumerate(text[:-2].split("\n\n")):
-        if record == HEARTBEAT_RECORD:
-            continue
-        if record.startswith("id: ") and "\n" in record:
-            id_line, record = record.split("\n", 1)
-            if not id_line[4:].isdigit():
-                _fail([f"record #{number} has a malformed id line: {id_line[:40]!r}"])
-            ids.append(int(id_line[4:]))
-        if not record.startswith("data: ") or "\n" in record:
-            _fail([f"record #{number} is neither 'data: <json>' nor ': heartbeat': {record[:120]!r}"])
-        payload = record[len("data: ") :]
+    for number, message in _strict_records(data):
+        payload = message.data.decode("utf-8")
+        if message.event_id is not None:
+            ids.append(int(message.event_id))
         try:
             obj = json.loads(payload, object_pairs_hook=_reject_duplicate_keys)
         except ValueError as exc:

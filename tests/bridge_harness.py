@@ -19,8 +19,9 @@ from typing import Any
 import requests
 
 from agui_bridge.demo.testing import free_port
+from agui_bridge.protocol.sse_parser import SseMessage, SseParser
 from agui_bridge.testing import run_input
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.agui_checks import assert_valid_agui_stream
 from tests.hub_guard import ENV_NAME as HUB_WATCHDOG_ENV
 from tests.hub_guard import GUARD, THRESHOLD_MS
 
@@ -167,25 +168,33 @@ def bridge_server(*args: Any, **kwargs: Any) -> Iterator[BridgeServer]:
 
 
 class StreamReader:
-    """Reads one streaming response incrementally with a single underlying iterator."""
+    """Reads one streaming response incrementally with a single underlying iterator, each network read
+    once, through the one SSE reader."""
 
     def __init__(self, response: requests.Response) -> None:
         self.response = response
         self.raw = b""
         self._chunks = response.iter_content(chunk_size=None)
+        self._parser = SseParser()
+        self._events: list[dict[str, Any]] = []
+
+    def _take(self, messages: list[SseMessage]) -> list[dict[str, Any]]:
+        self._events.extend(json.loads(message.data) for message in messages)
+        return list(self._events)
 
     def until(self, predicate: Any, timeout_s: float = 20) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout_s
         for chunk in self._chunks:
             self.raw += chunk
-            events = parse_sse(self.raw)
+            events = self._take(self._parser.feed(chunk))
             if predicate(events) or time.monotonic() > deadline:
                 return events
-        return parse_sse(self.raw)
+        return self._take(self._parser.close())
 
     def rest(self) -> bytes:
         for chunk in self._chunks:
             self.raw += chunk
+            self._parser.feed(chunk)
         return self.raw
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urljoin
 
-from agui_bridge.chat.sse import TERMINAL_EVENTS, ChatUsageError, IdSseParser, decode_event, describe_http_error
+from agui_bridge.chat.sse import TERMINAL_EVENTS, ChatUsageError, decode_event, describe_http_error, parse_event_id
+from agui_bridge.protocol.sse_parser import SseParser
 
 if TYPE_CHECKING:
     import requests
@@ -139,17 +140,17 @@ class RunFollower:
             raise ChatUsageError(f"{why}; gave up after {self.policy.attempts} reattach attempts")
 
     def _read(self, response: requests.Response) -> Iterator[dict[str, Any]]:
-        parser = IdSseParser()
+        parser = SseParser()  # never closed: a record cut mid-way is dropped, a reattach replays it whole
         for chunk in response.iter_content(chunk_size=None):
             for record in parser.feed(chunk):
-                if record.event_id is None:
+                position = parse_event_id(record.event_id) if record.event_id is not None else None
+                if position is None:
                     self._unnumbered += 1
-                elif self.last_id is not None and record.event_id <= self.last_id:
+                elif self.last_id is not None and position <= self.last_id:
                     continue  # seen before the cut: a replay starts at or before our cursor
                 else:
-                    self.last_id = record.event_id
+                    self.last_id = position
                 yield decode_event(record.data)
-        parser.close()
 
     def _attach(self) -> tuple[requests.Response | None, str]:
         """An open reattach stream, or (None, why) when worth retrying; a final 4xx raises."""

@@ -1,18 +1,16 @@
-"""The SSE side of `agui-bridge chat`: records with their `id:`, decoded into AG-UI events (pure).
+"""The SSE side of `agui-bridge chat`: record ids as positions, records decoded into AG-UI events (pure).
 
 The bridge numbers every event of a run (`id: <n>`, 1 for RUN_STARTED) so a client can reattach after
-a dropped connection and drop what it has already seen (README "Reattaching to a run"). The A2A parser
-in `agui_bridge.a2a` does the framing (LF, CRLF and lone CR line ends, comments such as heartbeats
-dropped, only complete records decoded) and hands each record's `id:` over; here it becomes a position.
+a dropped connection and drop what it has already seen (README "Reattaching to a run"). The repository's
+one SSE reader, `agui_bridge.protocol.sse_parser`, does the framing (LF, CRLF and lone CR line ends,
+comments such as heartbeats dropped, only complete records decoded) and hands each record's `id:` over;
+here it becomes a position.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from agui_bridge.protocol.sse_parser import SseParser
 
 if TYPE_CHECKING:
     import requests
@@ -26,12 +24,6 @@ class ChatUsageError(Exception):
     """A bad option or an HTTP-level failure: one line on stderr, exit status 2."""
 
 
-@dataclass(frozen=True, slots=True)
-class SseRecord:
-    event_id: int | None  # None when the record carries no id (or one that is not a position)
-    data: bytes
-
-
 def parse_event_id(raw: bytes) -> int | None:
     """`b"12"` -> 12; anything that is not a positive decimal position -> None."""
     text = raw.strip()
@@ -39,28 +31,6 @@ def parse_event_id(raw: bytes) -> int | None:
         return None
     value = int(text)
     return value if value > 0 else None
-
-
-class IdSseParser:
-    """The shared incremental SSE parser (`agui_bridge.protocol.sse_parser`), keeping each record's `id:` as a
-    position in the run's stream."""
-
-    __slots__ = ("_parser",)
-
-    def __init__(self) -> None:
-        self._parser = SseParser()
-
-    def feed(self, chunk: bytes) -> list[SseRecord]:
-        return [
-            SseRecord(parse_event_id(m.event_id) if m.event_id is not None else None, m.data)
-            for m in self._parser.feed(chunk)
-        ]
-
-    def close(self) -> list[SseRecord]:
-        """Records still buffered when the body ends. A record cut mid-way (no blank line yet) is
-        dropped: a reattach replays it whole."""
-        self._parser = SseParser()
-        return []
 
 
 def decode_event(data: bytes) -> dict[str, Any]:

@@ -1,15 +1,21 @@
-"""Incremental SSE parser for the A2A stream (pure).
+"""The repository's one SSE reader (pure): the kernel's stream, the bridge's own, every client and test.
 
-The kernel frames with CRLF (sse-starlette); proxies may use LF or lone CR. Comments (`: ping`) are
-dropped, `event:` names are kept (for `event: error`), several `data:` lines are joined with LF.
-Lines are split on bytes and only complete records are decoded, so a multi-byte UTF-8 character
-split across two network reads is never broken.
+One reader, so the A2A pump, `agui-bridge chat`, the pytest plugin, the tests and the bench all agree on
+what a stream says (docs/design.md#sse-reading). The kernel frames with CRLF (sse-starlette); the bridge
+with LF; proxies may use lone CR. `event:` names are kept (for `event: error`), `id:` lines too (reattach
+positions), several `data:` lines are joined with LF; comments (`: ping`, `: heartbeat`) are dropped by
+`feed` and handed over by `feed_records`. Lines are split on bytes and only complete records are
+decoded, so a multi-byte UTF-8 character split across two network reads is never broken. Strictness about
+one producer's exact framing (the bridge's LF-only `data: <json>`) is the business of that producer's
+checks, on top of these records.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import orjson
 
@@ -34,7 +40,18 @@ class SseMessage:
     event_id: bytes | None = None
 
 
-def _simple_records(buffer: bytes, messages: list[SseMessage]) -> int:
+@dataclass(frozen=True, slots=True)
+class SseComment:
+    """One comment line (`: heartbeat` -> `b"heartbeat"`), for readers that count keep-alives."""
+
+    text: bytes
+
+
+#: What `feed_records` yields: the records and the comments, in stream order.
+SseItem = SseMessage | SseComment
+
+
+def _simple_records(buffer: bytes, messages: list[SseItem]) -> int:
     """Take the leading records of the kernel's own shape, `data: <one line>` CRLF CRLF, found with
     `bytes.find` instead of splitting lines (docs/design.md#a2a-stream-batches); return where the
     first other record, or the unfinished one, starts."""
@@ -59,6 +76,8 @@ def _simple_partial(rest: bytes) -> bool:
 
 
 class SseParser:
+    """Incremental: feed it each network read as it comes; it keeps only an unfinished line or record."""
+
     __slots__ = ("_buffer", "_data", "_event", "_id")
 
     def __init__(self) -> None:
@@ -68,19 +87,27 @@ class SseParser:
         self._id: bytes | None = None
 
     def feed(self, chunk: bytes) -> list[SseMessage]:
+        """The records completed by `chunk`; comments are dropped."""
+        return cast("list[SseMessage]", self._feed(chunk, False))
+
+    def feed_records(self, chunk: bytes) -> list[SseItem]:
+        """The records and comment lines completed by `chunk`, in order."""
+        return self._feed(chunk, True)
+
+    def _feed(self, chunk: bytes, comments: bool) -> list[SseItem]:
         buffer = self._buffer + chunk if self._buffer else chunk
         self._buffer = b""
-        messages: list[SseMessage] = []
+        messages: list[SseItem] = []
         if self._data or self._event or self._id is not None:
-            return self._lines(buffer, messages)
+            return self._lines(buffer, messages, comments)
         pos = _simple_records(buffer, messages)
         rest = buffer[pos:] if pos else buffer
         if _simple_partial(rest):
             self._buffer = rest  # the start of the next simple record: parsed once it is complete
             return messages
-        return self._lines(rest, messages)
+        return self._lines(rest, messages, comments)
 
-    def _lines(self, buffer: bytes, messages: list[SseMessage]) -> list[SseMessage]:
+    def _lines(self, buffer: bytes, messages: list[SseItem], comments: bool) -> list[SseItem]:
         """The general parser: every field, every line ending; an unfinished line waits in the buffer."""
         if b"\r" not in buffer:
             lines = buffer.split(b"\n")
@@ -101,7 +128,8 @@ class SseParser:
             elif line.startswith(b"data:"):
                 data.append(line[6:] if line.startswith(b"data: ") else line[5:])
             elif line.startswith(b":"):
-                continue
+                if comments:
+                    messages.append(SseComment(line[2:] if line.startswith(b": ") else line[1:]))
             elif line.startswith(b"event:"):
                 self._event = line[6:].strip().decode("utf-8", "replace")
             elif line.startswith(b"id:"):
@@ -120,6 +148,41 @@ class SseParser:
 
     def close(self) -> list[SseMessage]:
         """Flush a final record that the server did not terminate with a blank line."""
-        tail = self.feed(b"\n\n") if (self._buffer or self._data) else []
+        return cast("list[SseMessage]", self._close(False))
+
+    def close_records(self) -> list[SseItem]:
+        """`close` for `feed_records`: a final unterminated record or comment line."""
+        return self._close(True)
+
+    def _close(self, comments: bool) -> list[SseItem]:
+        tail = self._feed(b"\n\n", comments) if (self._buffer or self._data) else []
         self._buffer = b""
         return tail
+
+
+def parse_body(body: bytes) -> list[SseMessage]:
+    """The records of a whole response body (a final unterminated record included)."""
+    parser = SseParser()
+    return parser.feed(body) + parser.close()
+
+
+def parse_body_records(body: bytes) -> list[SseItem]:
+    """The records and comments of a whole response body, in order."""
+    parser = SseParser()
+    return parser.feed_records(body) + parser.close_records()
+
+
+def iter_messages(chunks: Iterable[bytes]) -> Iterator[SseMessage]:
+    """The records of a body read piece by piece, each as soon as it is complete: e.g. a requests
+    streaming response's `iter_content(chunk_size=None)` (one piece per network read). A record the body
+    ends in the middle of is dropped, as the SSE standard says (a client of the bridge reattaches for it)."""
+    parser = SseParser()
+    for chunk in chunks:
+        yield from parser.feed(chunk)
+
+
+def iter_records(chunks: Iterable[bytes]) -> Iterator[SseItem]:
+    """`iter_messages` with the comment lines, for readers that watch heartbeats."""
+    parser = SseParser()
+    for chunk in chunks:
+        yield from parser.feed_records(chunk)

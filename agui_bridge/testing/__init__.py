@@ -80,13 +80,6 @@ def answer(interrupt: Mapping[str, Any], payload: Any = None, status: str = "res
 # --------------------------------------------------------------------------------------------- reading SSE
 
 
-def _records(buffer: bytes) -> tuple[list[list[str]], bytes]:
-    """Complete SSE records (lists of lines) and the unfinished tail of `buffer`."""
-    text = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    *complete, tail = text.split(b"\n\n")
-    return [block.decode("utf-8").split("\n") for block in complete], tail
-
-
 class EventStream:
     """One bridge response, read event by event as the app produces it.
 
@@ -103,7 +96,9 @@ class EventStream:
         self.comments: list[str] = []
         self.raw = b""
         self._pending: list[dict[str, Any]] = []
-        self._buffer = b""
+        from agui_bridge.protocol.sse_parser import SseParser  # the one SSE reader; imported here, see above
+
+        self._parser = SseParser()
         chunks: Iterable[bytes | str] = response.response
         self._chunks: Iterator[bytes | str] | None = iter(chunks) if self.is_stream else None
 
@@ -121,12 +116,13 @@ class EventStream:
 
     def _feed(self, chunk: bytes) -> None:
         self.raw += chunk
-        records, self._buffer = _records(self._buffer + chunk)
-        for lines in records:
-            self.comments.extend(line[1:].removeprefix(" ") for line in lines if line.startswith(":"))
-            data = [line[5:].removeprefix(" ") for line in lines if line.startswith("data:")]
-            if data:
-                self._pending.append(json.loads("\n".join(data)))
+        from agui_bridge.protocol.sse_parser import SseComment
+
+        for item in self._parser.feed_records(chunk):
+            if isinstance(item, SseComment):
+                self.comments.append(item.text.decode("utf-8"))
+            else:
+                self._pending.append(json.loads(item.data))
 
     def next_event(self) -> dict[str, Any] | None:
         """The next event (blocks until the app sends it), or None when the stream has ended."""

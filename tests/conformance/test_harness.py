@@ -291,6 +291,16 @@ def test_open_span_at_run_error_rejected() -> None:
         (b'data: {"a":1,"a":2}\n\n', "duplicate key"),
         (b"data: [1]\n\n", "not a JSON object"),
         (b"\xff\n\n", "not UTF-8"),
+        (b'data: {"a":1}\r\n\r\n', "CR found"),
+        (b'data: {"a":1}\n\n\n\ndata: {"b":1}\n\n', r"record #1 is neither"),
+        (b'event: x\ndata: {"a":1}\n\n', "neither"),
+        (b'retry: 5\ndata: {"a":1}\n\n', "neither"),
+        (b'data: {"a":\ndata: 1}\n\n', "neither"),
+        (b'data: {"a":1}\n\nid: 3\n\n', r"record #1 is neither"),
+        (b'id: x\ndata: {"a":1}\n\n', "malformed id line"),
+        (b'id:1\ndata: {"a":1}\n\n', "neither"),
+        (b': heartbeat\ndata: {"a":1}\n\n', "neither"),
+        (b"\n\n", r"record #0 is neither"),
     ],
 )
 def test_framing_errors(raw: bytes, fragment: str) -> None:

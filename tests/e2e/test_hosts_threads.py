@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import requests
 
+from agui_bridge.protocol.sse_parser import SseParser
 from agui_bridge.testing import answer, resume_input
 from tests.agui_checks import assert_valid_agui_stream, event_types, sse_comments
 from tests.bridge_harness import (
@@ -104,15 +105,11 @@ def _pair(kind: str, root: Path, demo_url: str, demo_token: str) -> Iterator[Pai
 
 def timed_events(response: requests.Response) -> list[tuple[float, dict[str, Any]]]:
     """Every event with the wall-clock time its last byte was read."""
-    buffer, out = b"", []
+    parser = SseParser()
+    out: list[tuple[float, dict[str, Any]]] = []
     for chunk in response.iter_content(chunk_size=None):
         arrived = time.time()
-        buffer += chunk
-        *records, buffer = buffer.replace(b"\r\n", b"\n").split(b"\n\n")
-        for record in records:
-            data = [line[5:].strip() for line in record.split(b"\n") if line.startswith(b"data:")]
-            if data:
-                out.append((arrived, json.loads(b"\n".join(data))))
+        out.extend((arrived, json.loads(message.data)) for message in parser.feed(chunk))
     return out
 
 

@@ -31,7 +31,7 @@ from agui_bridge.i18n.language import translate
 from agui_bridge.protocol.events import ARTIFACT_EVENT, TOOL_PROGRESS_EVENT
 from agui_bridge.reattach.format import record_paths
 from agui_bridge.reattach.reader import RecordReader
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.agui_checks import assert_valid_agui_stream, numbered_frames, parse_sse
 from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body, wait_for_task_state
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
@@ -69,14 +69,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, demo_url: str, demo_token: 
     ) as running:
         running.root = root  # type: ignore[attr-defined]
         yield running
-
-
-def frames_of(raw: bytes) -> list[tuple[int, bytes]]:
-    out = []
-    for block in raw.split(b"\n\n"):
-        if block.startswith(b"id: "):
-            out.append((int(block.split(b"\n", 1)[0][4:]), block + b"\n\n"))
-    return out
 
 
 def normalise(events: list[dict[str, Any]], *, blind: bool = False) -> list[Any]:
@@ -136,11 +128,11 @@ def cut_at(response: requests.Response, k: int) -> list[tuple[int, bytes]]:
     try:
         for chunk in response.iter_content(chunk_size=None):
             raw += chunk
-            if len(frames_of(raw)) >= k:
+            if len(numbered_frames(raw)) >= k:
                 break
     finally:
         response.close()
-    return frames_of(raw)[:k]
+    return numbered_frames(raw)[:k]
 
 
 def trial(server: BridgeServer, workspace: Path, scenario: tuple[str, str, dict[str, Any]], seed: int,
@@ -153,7 +145,7 @@ def trial(server: BridgeServer, workspace: Path, scenario: tuple[str, str, dict[
     assert [position for position, _ in kept] == list(range(1, k + 1))
     rest = read_whole(reattach(server, body["threadId"], body["runId"], **{"Last-Event-ID": str(k)}))
     merged = dict(kept)
-    for position, frame in frames_of(rest):
+    for position, frame in numbered_frames(rest):
         assert position > k, "a reattach shows nothing at or before its cursor"
         assert merged.setdefault(position, frame) == frame
     whole = b"".join(merged[p] for p in sorted(merged))
@@ -209,7 +201,7 @@ def test_two_readers_on_other_workers_follow_a_live_run_to_its_end(server: Bridg
         readers = [pool.submit(lambda: read_whole(reattach(server, body["threadId"], body["runId"]))) for _ in "ab"]
         shown = read_whole(owner)
         results = [reader.result(30) for reader in readers]
-    expected = b"".join(frame for _, frame in frames_of(shown))
+    expected = b"".join(frame for _, frame in numbered_frames(shown))
     assert_valid_agui_stream(expected, expect_terminal="success")
     assert results == [expected, expected]
 

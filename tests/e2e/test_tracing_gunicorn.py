@@ -19,6 +19,7 @@ import pytest
 
 from agui_bridge.demo.server import TRACEPARENT_LOG_ENV
 from agui_bridge.demo.testing import running_demo_agent
+from agui_bridge.protocol.sse_parser import parse_body
 from agui_bridge.store.store import ThreadStore
 from tests.bridge_harness import bridge_server, new_thread_id, run_body
 
@@ -73,7 +74,7 @@ def test_interrupt_and_resume_make_a_connected_trace(tmp_path: Path, monkeypatch
         incoming = {**headers, "traceparent": f"00-{INCOMING_TRACE}-{INCOMING_SPAN}-01"}
         with server.post(run_body(thread_id, SECRET_TEXT, tmp_path), headers=incoming) as response:
             assert response.status_code == 200
-            first = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+            first = [json.loads(message.data) for message in parse_body(response.content)]
         assert first[-1]["type"] == "RUN_FINISHED" and first[-1]["outcome"]["type"] == "interrupt"
         stored = ThreadStore(state_dir).read(thread_id)
         assert stored is not None and stored.execution.traceparent is not None
@@ -85,7 +86,7 @@ def test_interrupt_and_resume_make_a_connected_trace(tmp_path: Path, monkeypatch
         resume["resume"] = [{"interruptId": interrupt_id, "status": "resolved", "payload": {"decision": "deny"}}]
         with server.post(resume, headers=headers) as response:  # no traceparent: a trace of its own
             assert response.status_code == 200
-            second = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+            second = [json.loads(message.data) for message in parse_body(response.content)]
         assert second[-1]["type"] == "RUN_FINISHED" and second[-1]["outcome"]["type"] == "success"
         spans = wait_for_spans(spans_path, 2)
 

@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from agui_bridge.demo.testing import running_demo_agent
+from agui_bridge.protocol.sse_parser import iter_messages, parse_body
 
 TOKEN = "demo-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
@@ -97,9 +98,7 @@ def send(base_url: str, text: str, context_id: str | None = None, task_id: str |
         assert resp.status_code == 200
         raw = b"".join(resp.iter_content(chunk_size=None))
         stream = Stream(resp.headers["content-type"], raw)
-    for line in raw.split(b"\r\n"):
-        if line.startswith(b"data:"):
-            stream.events.append(json.loads(line[5:]))
+    stream.events.extend(json.loads(message.data) for message in parse_body(raw))
     return stream
 
 
@@ -375,8 +374,8 @@ def test_disconnect_does_not_stall_or_cancel_the_turn(base_url: str) -> None:
         "params": {"message": _message("[LONG 3000]")},
     }
     with requests.post(base_url, json=body, headers=AUTH, stream=True, timeout=(5, 30)) as resp:
-        first = next(line for line in resp.iter_lines() if line.startswith(b"data:"))
-        task_id = json.loads(first[5:])["result"]["task"]["id"]
+        first = next(iter_messages(resp.iter_content(chunk_size=None)))
+        task_id = json.loads(first.data)["result"]["task"]["id"]
     deadline = time.monotonic() + 15
     state = ""
     while time.monotonic() < deadline:

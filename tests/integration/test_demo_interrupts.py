@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from agui_bridge.demo.testing import running_demo_agent
+from agui_bridge.protocol.sse_parser import parse_body
 from tests.integration.test_demo_agent import AUTH, TOKEN, Stream, assert_turn_finished, rpc, send
 
 PERMISSION_KEYS = {"schemaVersion", "kind", "requestTaskId", "inputId", "toolUseId", "decision"}
@@ -48,9 +49,7 @@ def as_stream(resp: requests.Response) -> Stream:
     assert resp.status_code == 200
     assert resp.headers["content-type"].startswith("text/event-stream"), resp.text
     stream = Stream(resp.headers["content-type"], resp.content)
-    for line in resp.content.split(b"\r\n"):
-        if line.startswith(b"data:"):
-            stream.events.append(json.loads(line[5:]))
+    stream.events.extend(json.loads(message.data) for message in parse_body(resp.content))
     return stream
 
 

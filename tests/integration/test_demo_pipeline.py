@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from agui_bridge.demo.testing import running_demo_agent
+from agui_bridge.protocol.sse_parser import iter_messages
 from tests.integration.test_demo_agent import AUTH, TOKEN, Stream, assert_turn_finished, rpc
 
 PIPELINE_META = {"cwd": "/workspace/session-1", "run_mode": "pipeline"}
@@ -75,10 +76,8 @@ def open_stream(
         assert resp.status_code == 200
         assert resp.headers["content-type"].startswith("text/event-stream"), resp.text
         stream = Stream(resp.headers["content-type"], b"")
-        for line in resp.iter_lines():
-            if not line.startswith(b"data:"):
-                continue
-            event = json.loads(line[5:])
+        for message in iter_messages(resp.iter_content(chunk_size=None)):
+            event = json.loads(message.data)
             stream.events.append(event)
             if until is not None and until(event["result"]):
                 break

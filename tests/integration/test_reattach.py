@@ -23,7 +23,7 @@ from agui_bridge.i18n.language import translate
 from agui_bridge.reattach.format import record_paths
 from agui_bridge.reattach.retention import sweep_records
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.agui_checks import assert_valid_agui_stream, numbered_frames, parse_sse
 from tests.bridge_harness import new_thread_id, run_body, wait_for_task_state
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
@@ -42,16 +42,12 @@ def reattach(client: FlaskClient, thread_id: str, run_id: str, ros: str | None =
 
 
 def ids_of(raw: bytes) -> list[int]:
-    return [int(line[4:]) for line in raw.split(b"\n") if line.startswith(b"id: ")]
+    return [position for position, _ in numbered_frames(raw)]
 
 
 def frames_of(raw: bytes) -> dict[int, bytes]:
     """Event frames by id (heartbeats dropped): what a client stitching by id keeps."""
-    out: dict[int, bytes] = {}
-    for block in raw.split(b"\n\n"):
-        if block.startswith(b"id: "):
-            out[int(block.split(b"\n", 1)[0][4:])] = block + b"\n\n"
-    return out
+    return dict(numbered_frames(raw))
 
 
 def stitched(*parts: bytes) -> bytes:

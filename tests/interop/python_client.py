@@ -22,6 +22,8 @@ import requests
 from ag_ui.core import PROTOCOL_VERSION, Event, ResumeEntry, RunAgentInput
 from pydantic import BaseModel, TypeAdapter
 
+from agui_bridge.protocol.sse_parser import iter_messages
+
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 MAX_RUNS = 6
 
@@ -86,16 +88,10 @@ def extra_members(model: Any, path: str = "") -> list[str]:
     return []
 
 
-def sse_records(response: requests.Response) -> Iterator[str]:
-    """The data of each SSE record, as it arrives."""
-    buffer = ""
-    for chunk in response.iter_content(chunk_size=None, decode_unicode=True):
-        buffer = (buffer + chunk).replace("\r\n", "\n")
-        while "\n\n" in buffer:
-            record, buffer = buffer.split("\n\n", 1)
-            data = [line[5:].removeprefix(" ") for line in record.split("\n") if line.startswith("data:")]
-            if data:
-                yield "\n".join(data)
+def sse_records(response: requests.Response) -> Iterator[bytes]:
+    """The data of each SSE record, as it arrives (the repository's one SSE reader does the framing)."""
+    for message in iter_messages(response.iter_content(chunk_size=None)):
+        yield message.data
 
 
 class History:

@@ -14,6 +14,8 @@ from typing import Any
 
 import requests
 
+from agui_bridge.protocol.sse_parser import iter_messages
+
 TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
 TURN_END = TERMINAL | {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
 
@@ -78,10 +80,8 @@ class A2A:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 turn.error = response.json().get("error")
                 return turn
-            for line in response.iter_lines():
-                if not line.startswith(b"data:"):
-                    continue
-                data = json.loads(line[5:])
+            for message in iter_messages(response.iter_content(chunk_size=None)):
+                data = json.loads(message.data)
                 if "error" in data:
                     turn.error = data["error"]
                     break
@@ -127,15 +127,14 @@ class A2A:
                        "metadata": {"iac_code": {"cwd": cwd}}}  # fmt: skip
             body = {"jsonrpc": "2.0", "id": "1", "method": "SendStreamingMessage", "params": {"message": message}}
             with requests.post(self.url, json=body, headers=self.headers, stream=True, timeout=60) as response:
-                for line in response.iter_lines():
-                    if line.startswith(b"data:"):
-                        result = json.loads(line[5:])["result"]
-                        (kind,) = result
-                        turn.events.append({"kind": kind, **result[kind]})
-                        if len(turn.events) >= after_events:
-                            ready.set()
-                        if state_of(turn.events[-1]) in TURN_END:
-                            break
+                for message in iter_messages(response.iter_content(chunk_size=None)):
+                    result = json.loads(message.data)["result"]
+                    (kind,) = result
+                    turn.events.append({"kind": kind, **result[kind]})
+                    if len(turn.events) >= after_events:
+                        ready.set()
+                    if state_of(turn.events[-1]) in TURN_END:
+                        break
             ready.set()
 
         reader = threading.Thread(target=read, daemon=True)

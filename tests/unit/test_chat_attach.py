@@ -21,8 +21,9 @@ import pytest
 
 from agui_bridge.chat.attach import RetryPolicy, RunRef, events_url
 from agui_bridge.chat.client import run_chat
-from agui_bridge.chat.sse import IdSseParser, parse_event_id
+from agui_bridge.chat.sse import parse_event_id
 from agui_bridge.cli.command import build_parser
+from agui_bridge.protocol.sse_parser import SseParser
 
 TOKEN = "attach-unit-token"
 THREAD, ROS = "thread-a", "ros-a"
@@ -278,12 +279,16 @@ def test_attach_needs_the_ros_invocation_id() -> None:
     assert "--ros" in err.getvalue()
 
 
-def test_the_id_parser_keeps_ids_across_split_chunks_and_line_ends() -> None:
-    parser = IdSseParser()
+def test_record_ids_become_positions_across_split_chunks_and_line_ends() -> None:
+    parser = SseParser()
     stream = b': heartbeat\r\n\r\nid: 1\r\ndata: {"a":\r\ndata: 1}\r\n\r\nid: 2\rdata: x\r\rdata: no-id\n\nid: 3\n'
     records = [r for i in range(len(stream)) for r in parser.feed(stream[i : i + 1])]
-    assert [(r.event_id, r.data) for r in records] == [(1, b'{"a":\n1}'), (2, b"x"), (None, b"no-id")]
-    assert parser.close() == []  # an unterminated record is dropped (a reattach replays it)
+    positions = [parse_event_id(r.event_id) if r.event_id is not None else None for r in records]
+    assert list(zip(positions, [r.data for r in records], strict=True)) == [
+        (1, b'{"a":\n1}'),
+        (2, b"x"),
+        (None, b"no-id"),
+    ]  # the unterminated `id: 3` record is not read: the client never closes the parser, a reattach replays it
     assert [parse_event_id(v) for v in (b" 7", b"0", b"-1", b"x", b"1" * 19)] == [7, None, None, None, None]
 
 

@@ -34,6 +34,7 @@ from agui_bridge.runs.observer import NULL_OBSERVER
 from agui_bridge.runs.retention import prune
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.worker.beacon import Beacons
+from tests.agui_checks import numbered_frames
 
 OWNER = "host:1:1"
 
@@ -111,7 +112,8 @@ def test_refusals_in_order(tmp_path: Path) -> None:
     attach = open_reattach(settings, "t", "r", "ros-1", 2)
     backlog = b"".join(stream_backlog(attach))
     attach.reader.close()
-    assert [int(block[4:].split(b"\n", 1)[0]) for block in backlog.split(b"\n\n") if block] == [3, 4, 5]
+    frames = numbered_frames(backlog)
+    assert [position for position, _ in frames] == [3, 4, 5] and b"".join(frame for _, frame in frames) == backlog
     os.utime(record_paths(tmp_path, "t", "r")[0], (time.time() - 100, time.time() - 100))
     with pytest.raises(ReplayExpired):
         open_reattach(settings_for(tmp_path, reattach_retention_s=50.0), "t", "r", "ros-1", 0)

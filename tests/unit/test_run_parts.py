@@ -15,6 +15,7 @@ from agui_bridge.errors import A2AUnavailable, Cancelled, ExecutionLost
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.sse import HEARTBEAT_FRAME
+from agui_bridge.protocol.sse_parser import parse_body
 from agui_bridge.runs.admission import RunTicket, admit_run
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.ending import RunEnd
@@ -27,6 +28,7 @@ from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
+from tests.agui_checks import numbered_frames
 from tests.bridge_harness import run_body
 
 
@@ -234,9 +236,10 @@ def test_emitter_numbers_every_event_and_offers_each_frame_to_its_sink() -> None
     second = emitter.events([ev.text_start("m"), ev.text_content("m", "hi")])
     assert [position for position, _, _ in recorder.frames] == [1, 2, 3] and emitter.position == 3
     assert first + second == b"".join(data for _, _, data in recorder.frames)  # heartbeats are not offered
-    blocks = [block.split(b"\n") for block in (first + second).split(b"\n\n") if block]
-    assert [block[0] for block in blocks] == [b"id: 1", b"id: 2", b"id: 3"]  # the reattach cursor
-    shown = [json.loads(block[1][len(b"data: ") :]) for block in blocks]
+    frames = numbered_frames(first + second)
+    assert b"".join(frame for _, frame in frames) == first + second  # nothing but `id: <n>\ndata: ..\n\n`
+    assert [position for position, _ in frames] == [1, 2, 3]  # the reattach cursor
+    shown = [json.loads(message.data) for message in parse_body(first + second)]
     assert shown == [event for _, event, _ in recorder.frames]
     assert observer.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]
     assert observer.heartbeats == 1

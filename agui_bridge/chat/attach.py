@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urljoin
 
 from agui_bridge.chat.sse import TERMINAL_EVENTS, ChatUsageError, IdSseParser, decode_event, describe_http_error
+from agui_bridge.protocol.headers import ROS_INVOCATION_ID_HEADER, ROS_INVOCATION_ID_QUERY
 
 if TYPE_CHECKING:
     import requests
@@ -48,16 +49,12 @@ class RetryPolicy:
         return float(min(self.max_delay_s, self.first_delay_s * 2 ** max(0, attempt - 1)))
 
 
-#: The run's credential goes in this header, out of every URL a server or proxy logs (README "Reattach").
-ROS_INVOCATION_ID_HEADER = "Ros-Invocation-Id"
-
-
 def events_url(base_url: str, ref: RunRef, *, ros_in_query: bool = False) -> str:
     """The reattach route for `ref` under the bridge's base URL (ids are path-quoted, nothing expanded);
     `ros_in_query` adds `?rosInvocationId=` for a bridge that predates the header."""
     path = f"extensions/iac-code/v1/threads/{quote(ref.thread_id, safe='')}/runs/{quote(ref.run_id, safe='')}/events"
     url = urljoin(base_url, path)
-    return url + "?" + urlencode({"rosInvocationId": ref.ros_invocation_id}) if ros_in_query else url
+    return url + "?" + urlencode({ROS_INVOCATION_ID_QUERY: ref.ros_invocation_id}) if ros_in_query else url
 
 
 def _asks_for_ros_invocation_id(response: requests.Response) -> bool:

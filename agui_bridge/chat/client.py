@@ -32,6 +32,7 @@ from agui_bridge.chat.attach import DEFAULT_RETRIES, RetryPolicy, RunFollower, R
 from agui_bridge.chat.output import BOLD, DIM, RED, YELLOW, EventView, Printer, escape_terminal
 from agui_bridge.chat.questions import answer_payload, expires_in, question_for
 from agui_bridge.chat.sse import ChatUsageError, describe_http_error
+from agui_bridge.protocol.events import SESSION_EVENT
 
 if TYPE_CHECKING:
     import requests
@@ -255,7 +256,7 @@ class ChatClient:
 
     def _on_event(self, event: dict[str, Any]) -> RunResult | None:
         kind = event["type"]
-        if kind == "CUSTOM" and event.get("name") == "iac-code.session.v1" and isinstance(event.get("value"), dict):
+        if kind == "CUSTOM" and event.get("name") == SESSION_EVENT and isinstance(event.get("value"), dict):
             value = event["value"]
             self.execution_id = value.get("executionId") or self.execution_id
             self.execution_ros = value.get("rosInvocationId") or self.execution_ros

@@ -49,6 +49,14 @@ class RetryPolicy:
         return float(min(self.max_delay_s, self.first_delay_s * 2 ** max(0, attempt - 1)))
 
 
+#: Said once on stderr when the bridge never saw the header (a bridge from before it, or a proxy that strips
+#: it): the follower then puts the run's credential in the URL, where servers and proxies may log it.
+QUERY_FALLBACK_WARNING = (
+    f"warning: the bridge did not receive the {ROS_INVOCATION_ID_HEADER} header (an older bridge, or a proxy "
+    f"that strips it); sending rosInvocationId in the URL instead, where servers and proxies may log it"
+)
+
+
 def events_url(base_url: str, ref: RunRef, *, ros_in_query: bool = False) -> str:
     """The reattach route for `ref` under the bridge's base URL (ids are path-quoted, nothing expanded);
     `ros_in_query` adds `?rosInvocationId=` for a bridge that predates the header."""
@@ -166,6 +174,7 @@ class RunFollower:
         if not self._ros_in_query and _asks_for_ros_invocation_id(response):
             response.close()
             self._ros_in_query = True
+            self.notify(QUERY_FALLBACK_WARNING)
             return self._attach()
         if response.status_code == 200:
             if self.last_id is not None or self.reattaches:

@@ -199,6 +199,20 @@ def test_a_bridge_without_the_header_form_gets_the_query_form(bridge: tuple[str,
     assert refused["ros"] is None and (accepted["ros"], accepted["in"]) == (ROS, "query")
 
 
+def test_falling_back_to_the_query_form_warns_once_that_the_credential_goes_in_the_url(
+    bridge: tuple[str, Plan],
+) -> None:
+    url, plan = bridge
+    plan.query_only = True
+    plan.attach_cuts = [2]  # a second reattach keeps the query form without warning again
+    code, _, err = chat(url, "--thread", THREAD, "hello")
+    assert code == 0, err
+    assert [g["in"] for g in plan.gets if g["ros"] is not None] == ["query", "query"]
+    warnings = [line for line in err.splitlines() if "rosInvocationId in the URL" in line]
+    assert len(warnings) == 1 and "Ros-Invocation-Id" in warnings[0]
+    assert ROS not in err
+
+
 def test_json_mode_prints_each_event_once_in_order(bridge: tuple[str, Plan]) -> None:
     url, plan = bridge
     plan.cut_after, plan.replay_overlap = 3, 0

@@ -1,10 +1,10 @@
 """`agui-bridge chat`: a terminal AG-UI client for the bridge (issues 7 and 15).
 
 One user message goes out as a `RunAgentInput`; the SSE answer is printed as it arrives
-(`chat_output`). An interrupt is asked at the prompt (`chat_questions`) and answered with a resume
+(`chat/output.py`). An interrupt is asked at the prompt (`chat/questions.py`) and answered with a resume
 run (same threadId and rosInvocationId, new runId) until the run ends.
 `--json` prints every AG-UI event as one JSON line on stdout instead (prompts then go to stderr).
-A dropped connection is not a lost run: chat reattaches (`chat_attach`); `--attach` follows a run.
+A dropped connection is not a lost run: chat reattaches (`chat/attach.py`); `--attach` follows a run.
 
 Exit status: 0 success, 1 RUN_ERROR, 2 usage or HTTP errors, 3 cancelled (RUN_ERROR CANCELLED, Ctrl-C,
 or end of input at a prompt; the last two cancel the execution through the cancellation extension).

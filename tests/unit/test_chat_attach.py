@@ -19,9 +19,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from agui_bridge.chat.attach import RetryPolicy, RunRef, events_url
+from agui_bridge.chat.attach import MAX_RETRY_AFTER_S, RetryPolicy, RunFollower, RunRef, events_url, retry_after_s
 from agui_bridge.chat.client import run_chat
-from agui_bridge.chat.sse import IdSseParser, parse_event_id
+from agui_bridge.chat.sse import ChatUsageError, IdSseParser, parse_event_id
 from agui_bridge.cli.command import build_parser
 
 TOKEN = "attach-unit-token"
@@ -58,6 +58,7 @@ class Plan:
     gets: list[dict[str, str | None]] = field(default_factory=list)
     run_id: str = ""
     query_only: bool = False  # a bridge from before the Ros-Invocation-Id header
+    retry_after: str | None = None  # sent with a refused reattach
 
 
 class FakeBridge(BaseHTTPRequestHandler):
@@ -127,6 +128,8 @@ class FakeBridge(BaseHTTPRequestHandler):
             status = plan.attach_status if plan.attach_status != 200 else 404
             payload = json.dumps({"error": {"code": "RUN_NOT_FOUND", "message": "No such run."}}).encode()
             self.send_response(status)
+            if plan.retry_after is not None:
+                self.send_header("Retry-After", plan.retry_after)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
@@ -255,6 +258,47 @@ def test_retries_are_bounded(bridge: tuple[str, Plan]) -> None:
     assert code == 2 and "gave up after 3 reattach attempts" in err
     assert len(plan.gets) == 3
     assert err.count("reattaching to run") == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("7", 7.0),
+        (" 0 ", 0.0),
+        ("86400", MAX_RETRY_AFTER_S),  # a server cannot park the client for a day
+        ("Wed, 02 Dec 2026 06:00:10 GMT", 10.0),  # an HTTP date, from `now`
+        ("Wed, 02 Dec 2026 05:00:00 GMT", 0.0),  # already past
+        ("", None),
+        (None, None),
+        ("soon", None),
+        ("-5", None),
+        ("\u0667", None),  # a non-ASCII digit is no delay-seconds
+    ],
+)
+def test_retry_after_reads_seconds_and_http_dates_within_a_bound(value: str | None, seconds: float | None) -> None:
+    now = 1796191200.0  # Wed, 02 Dec 2026 06:00:00 GMT
+    assert retry_after_s(value, now) == seconds
+
+
+def test_a_503_with_retry_after_is_waited_out_before_the_next_reattach(bridge: tuple[str, Plan]) -> None:
+    """The follower cap says "later" with 503 + Retry-After: the follower waits that long, not its backoff."""
+    import requests
+
+    url, plan = bridge
+    plan.attach_status, plan.retry_after = 503, "7"
+    waits: list[float] = []
+    follower = RunFollower(
+        requests.Session(),
+        url,
+        RunRef(THREAD, "run-capped", ROS),
+        headers=lambda: {"Authorization": f"Bearer {TOKEN}"},
+        notify=lambda line: None,
+        policy=RetryPolicy(attempts=2),
+        sleep=waits.append,
+    )
+    with pytest.raises(ChatUsageError, match="gave up after 2 reattach attempts"):
+        list(follower.follow(None))
+    assert waits == [7.0, 7.0] and len(plan.gets) == 3
 
 
 def test_reattach_off_keeps_the_old_behaviour(bridge: tuple[str, Plan]) -> None:

@@ -3,20 +3,25 @@
 It stands between a client and the bridge: bytes pass through unchanged, except that the first
 connection whose response bytes contain `cut_at` (and, if given, whose request contains `request_has`)
 is closed on both sides right after those bytes, as a proxy idle timeout or a network switch would.
-Later connections (the reattach) pass untouched.
+Later connections (the reattach) pass untouched, except that with `refuse_first_reattach` the proxy answers
+the first reattach (`GET .../events`) itself with that raw HTTP response, as a bridge at its follower cap or a
+proxy between deploys would, without passing it upstream.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from urllib.parse import urlsplit
 
 
 class CuttingProxy:
-    def __init__(self, upstream_url: str, cut_at: bytes, request_has: bytes = b"") -> None:
+    def __init__(
+        self, upstream_url: str, cut_at: bytes, request_has: bytes = b"", refuse_first_reattach: bytes = b""
+    ) -> None:
         parts = urlsplit(upstream_url)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.cut_at = cut_at
@@ -25,6 +30,10 @@ class CuttingProxy:
         self.connections = 0
         #: the bytes each connection sent upstream (request line, headers, body), in connection order
         self.requests: list[bytearray] = []
+        self.refuse_first_reattach = refuse_first_reattach
+        self.refused = 0
+        #: (time.monotonic(), request head) of each connection once its head was read (with refuse_first_reattach)
+        self.heads: list[tuple[float, bytes]] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/"
         self._lock = threading.Lock()
@@ -43,7 +52,11 @@ class CuttingProxy:
         with self._lock:
             self.connections += 1
             self.requests.append(request)
+        if self.refuse_first_reattach and not self._refused_one(client, request):
+            return
         upstream = socket.create_connection(self.upstream)
+        if request:
+            upstream.sendall(request)
         threading.Thread(target=self._pump_up, args=(client, upstream, request), daemon=True).start()
         seen = b""
         try:
@@ -67,6 +80,27 @@ class CuttingProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
 
+    def _refused_one(self, client: socket.socket, request: bytearray) -> bool:
+        """Reads the request head; answers the first reattach itself (False: done) or lets it through (True)."""
+        try:
+            while b"\r\n\r\n" not in request and (chunk := client.recv(65536)):
+                request += chunk
+        except OSError:
+            pass
+        with self._lock:
+            self.heads.append((time.monotonic(), bytes(request.split(b"\r\n\r\n", 1)[0])))
+            reattach = request.startswith(b"GET ") and b"/events" in request.split(b"\r\n", 1)[0]
+            refuse = reattach and self.refused == 0
+            if refuse:
+                self.refused += 1
+        if not refuse:
+            return True
+        with suppress(OSError):
+            client.sendall(self.refuse_first_reattach)
+            client.shutdown(socket.SHUT_RDWR)
+        client.close()
+        return False
+
     @staticmethod
     def _pump_up(client: socket.socket, upstream: socket.socket, request: bytearray) -> None:
         try:
@@ -82,8 +116,10 @@ class CuttingProxy:
 
 
 @contextmanager
-def cutting_proxy(upstream_url: str, cut_at: bytes, request_has: bytes = b"") -> Iterator[CuttingProxy]:
-    proxy = CuttingProxy(upstream_url, cut_at, request_has)
+def cutting_proxy(
+    upstream_url: str, cut_at: bytes, request_has: bytes = b"", refuse_first_reattach: bytes = b""
+) -> Iterator[CuttingProxy]:
+    proxy = CuttingProxy(upstream_url, cut_at, request_has, refuse_first_reattach)
     threading.Thread(target=proxy.serve, daemon=True).start()
     try:
         yield proxy

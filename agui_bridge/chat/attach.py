@@ -6,7 +6,8 @@ A run outlives its connection: the bridge keeps it going for its reattach window
 connection drops or the body ends before the terminal event, it says so on stderr, waits (bounded
 retries, doubling backoff, reset by any progress) and reattaches after the last id it has seen, and it
 drops every event whose id it has already passed, so the caller sees each event once and in order.
-A 4xx answer to a reattach (unknown run, replay no longer kept, bad token) is final.
+A 429, 502, 503 or 504 is retried after the longer of its `Retry-After` (at most a minute) and the backoff;
+any other HTTP refusal of a reattach (unknown run, replay no longer kept, bad token) is final.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urljoin
 
 from agui_bridge.chat.sse import TERMINAL_EVENTS, ChatUsageError, decode_event, describe_http_error, parse_event_id
+from agui_bridge.protocol.headers import ROS_INVOCATION_ID_HEADER, ROS_INVOCATION_ID_QUERY
 from agui_bridge.protocol.sse_parser import SseParser
 
 if TYPE_CHECKING:
@@ -27,6 +30,10 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0  # far above the heartbeat interval: a silent connection this long is dead
 DEFAULT_RETRIES = 5
 MAX_RETRIES = 20
+#: Answers that say "later", not "never": rate limit, the follower cap, a proxy's bad gateway or timeout.
+RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+#: The longest `Retry-After` honoured as given: a larger one is waited this long instead.
+MAX_RETRY_AFTER_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -49,8 +56,25 @@ class RetryPolicy:
         return float(min(self.max_delay_s, self.first_delay_s * 2 ** max(0, attempt - 1)))
 
 
-#: The run's credential goes in this header, out of every URL a server or proxy logs (README "Reattach").
-ROS_INVOCATION_ID_HEADER = "Ros-Invocation-Id"
+#: Said once on stderr when the bridge never saw the header (a bridge from before it, or a proxy that strips
+#: it): the follower then puts the run's credential in the URL, where servers and proxies may log it.
+QUERY_FALLBACK_WARNING = (
+    f"warning: the bridge did not receive the {ROS_INVOCATION_ID_HEADER} header (an older bridge, or a proxy "
+    f"that strips it); sending rosInvocationId in the URL instead, where servers and proxies may log it"
+)
+
+
+def retry_after_s(value: str | None, now: float) -> float | None:
+    """Seconds a `Retry-After` value (delay-seconds or an HTTP date, `now` in epoch seconds) asks to wait,
+    at most MAX_RETRY_AFTER_S; None when absent or unreadable."""
+    text = (value or "").strip()
+    if text.isascii() and text.isdigit():
+        return min(MAX_RETRY_AFTER_S, float(text))
+    try:
+        at = parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return min(MAX_RETRY_AFTER_S, max(0.0, at - now))
 
 
 def events_url(base_url: str, ref: RunRef, *, ros_in_query: bool = False) -> str:
@@ -58,7 +82,7 @@ def events_url(base_url: str, ref: RunRef, *, ros_in_query: bool = False) -> str
     `ros_in_query` adds `?rosInvocationId=` for a bridge that predates the header."""
     path = f"extensions/iac-code/v1/threads/{quote(ref.thread_id, safe='')}/runs/{quote(ref.run_id, safe='')}/events"
     url = urljoin(base_url, path)
-    return url + "?" + urlencode({"rosInvocationId": ref.ros_invocation_id}) if ros_in_query else url
+    return url + "?" + urlencode({ROS_INVOCATION_ID_QUERY: ref.ros_invocation_id}) if ros_in_query else url
 
 
 def _asks_for_ros_invocation_id(response: requests.Response) -> bool:
@@ -94,6 +118,7 @@ class RunFollower:
         self.reattaches = 0
         self._unnumbered = 0
         self._ros_in_query = False  # set once a bridge refused the header form
+        self._retry_after_s: float | None = None  # what the last "later" answer asked to wait
 
     def follow(self, first: requests.Response | None) -> Iterator[dict[str, Any]]:
         """`first` is the open POST answer, or None to attach to a run started elsewhere."""
@@ -124,7 +149,8 @@ class RunFollower:
             failures += 1
             response = None
             self._give_up_unless_retry(why, failures)
-            delay = self.policy.delay(failures)
+            delay = max(self.policy.delay(failures), self._retry_after_s or 0.0)
+            self._retry_after_s = None
             self.notify(
                 f"{why} after event {self.last_id or 0}; reattaching to run {self.ref.run_id} "
                 f"in {delay:g}s (attempt {failures}/{self.policy.attempts})"
@@ -170,6 +196,7 @@ class RunFollower:
         if not self._ros_in_query and _asks_for_ros_invocation_id(response):
             response.close()
             self._ros_in_query = True
+            self.notify(QUERY_FALLBACK_WARNING)
             return self._attach()
         if response.status_code == 200:
             if self.last_id is not None or self.reattaches:
@@ -178,6 +205,7 @@ class RunFollower:
             return response, ""
         with response:
             described = describe_http_error(response)
-        if response.status_code in (429, 502, 503, 504):
+        if response.status_code in RETRYABLE_STATUSES:
+            self._retry_after_s = retry_after_s(response.headers.get("Retry-After"), time.time())
             return None, f"the bridge answered {described}"
         raise ChatUsageError(f"cannot reattach to run {self.ref.run_id}: {described}")

@@ -1,10 +1,10 @@
 """`agui-bridge chat`: a terminal AG-UI client for the bridge (issues 7 and 15).
 
 One user message goes out as a `RunAgentInput`; the SSE answer is printed as it arrives
-(`chat_output`). An interrupt is asked at the prompt (`chat_questions`) and answered with a resume
+(`chat/output.py`). An interrupt is asked at the prompt (`chat/questions.py`) and answered with a resume
 run (same threadId and rosInvocationId, new runId) until the run ends.
 `--json` prints every AG-UI event as one JSON line on stdout instead (prompts then go to stderr).
-A dropped connection is not a lost run: chat reattaches (`chat_attach`); `--attach` follows a run.
+A dropped connection is not a lost run: chat reattaches (`chat/attach.py`); `--attach` follows a run.
 
 Exit status: 0 success, 1 RUN_ERROR, 2 usage or HTTP errors, 3 cancelled (RUN_ERROR CANCELLED, Ctrl-C,
 or end of input at a prompt; the last two cancel the execution through the cancellation extension).
@@ -32,6 +32,7 @@ from agui_bridge.chat.attach import DEFAULT_RETRIES, RetryPolicy, RunFollower, R
 from agui_bridge.chat.output import BOLD, DIM, RED, YELLOW, EventView, Printer, escape_terminal
 from agui_bridge.chat.questions import answer_payload, expires_in, question_for
 from agui_bridge.chat.sse import ChatUsageError, describe_http_error
+from agui_bridge.protocol.events import SESSION_EVENT
 
 if TYPE_CHECKING:
     import requests
@@ -255,7 +256,7 @@ class ChatClient:
 
     def _on_event(self, event: dict[str, Any]) -> RunResult | None:
         kind = event["type"]
-        if kind == "CUSTOM" and event.get("name") == "iac-code.session.v1" and isinstance(event.get("value"), dict):
+        if kind == "CUSTOM" and event.get("name") == SESSION_EVENT and isinstance(event.get("value"), dict):
             value = event["value"]
             self.execution_id = value.get("executionId") or self.execution_id
             self.execution_ros = value.get("rosInvocationId") or self.execution_ros

@@ -9,32 +9,21 @@ title, clear the screen or move the cursor of the terminal `chat` runs in.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, TextIO
 
 from agui_bridge.chat.sse import one_line
+from agui_bridge.protocol.control import TERMINAL_CONTROL, escape_matches
 
 PREVIEW_CHARS = 240
 
 DIM, BOLD, RED, GREEN, YELLOW, CYAN, RESET = "2", "1", "31", "32", "33", "36", "0"
 
 
-#: What a terminal acts on instead of showing: C0 controls but tab and line feed (CR rewrites the line, ESC
-#: starts CSI/OSC sequences), DEL, C1 (CSI, OSC, NEL as single code points), the Unicode line and paragraph
-#: separators and the bidirectional overrides (text that reads other than it is).
-_TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 def escape_terminal(text: str) -> str:
     """Network text made inert for a terminal: each control character becomes its visible escape (`ESC` is
     the four characters `\\x1b`); line feed and tab stay, as the text's own layout, and a CRLF line end
     is a line feed."""
-    return _TERMINAL_CONTROL.sub(_visible, text.replace("\r\n", "\n"))
+    return escape_matches(TERMINAL_CONTROL, text.replace("\r\n", "\n"))
 
 
 def _one_line(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -21,6 +21,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from agui_bridge.protocol.control import LOG_CONTROL, escape_matches
+
 _PATTERNS = (
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"),
     re.compile(
@@ -65,19 +67,9 @@ def redact(text: str) -> str:
     return text
 
 
-#: Characters that end a line or steer a terminal somewhere a log is read: C0 (CR, LF, ESC...), DEL, C1
-#: (NEL...), the Unicode line and paragraph separators and the bidirectional overrides.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 def escape_control(text: str) -> str:
     """Make a client-controlled value one inert line: a line feed becomes the four characters `\\x0a`."""
-    return _CONTROL.sub(_escape_char, text)
+    return escape_matches(LOG_CONTROL, text)
 
 
 def _clean(text: str) -> str:

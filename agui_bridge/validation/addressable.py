@@ -10,20 +10,18 @@ common-shape fast path and the extension routes alike.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from agui_bridge.errors import InvalidInput
 from agui_bridge.i18n.message_keys import MessageKey
+from agui_bridge.protocol.control import ID_CONTROL
 
 __all__ = ["check_addressable_ids", "run_id_problem", "thread_id_problem"]
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def thread_id_problem(value: str) -> str | None:
     """The message key of what makes `value` an unaddressable threadId, or None."""
-    if _CONTROL.search(value) is not None:
+    if ID_CONTROL.search(value) is not None:
         return MessageKey.ID_CONTROL_CHARACTERS
     if value.startswith("/"):
         return MessageKey.THREAD_ID_LEADING_SLASH
@@ -32,7 +30,7 @@ def thread_id_problem(value: str) -> str | None:
 
 def run_id_problem(value: str) -> str | None:
     """The message key of what makes `value` an unaddressable runId, or None."""
-    if _CONTROL.search(value) is not None:
+    if ID_CONTROL.search(value) is not None:
         return MessageKey.ID_CONTROL_CHARACTERS
     if "/" in value:
         return MessageKey.RUN_ID_SLASH

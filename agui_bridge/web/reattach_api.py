@@ -12,6 +12,7 @@ from typing import Protocol
 
 from flask import Blueprint, Response, request
 
+from agui_bridge.protocol.headers import ROS_INVOCATION_ID_HEADER, ROS_INVOCATION_ID_QUERY
 from agui_bridge.protocol.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
 from agui_bridge.reattach.follow import Reattach, follow, open_reattach, parse_cursor
 from agui_bridge.runs.service import bound_client_socket, release_client_socket
@@ -22,8 +23,6 @@ from agui_bridge.web.http_errors import request_language
 bp = Blueprint("iac_code_reattach", __name__)
 
 REATTACH_PATH = "/extensions/iac-code/v1/threads/<path:thread_id>/runs/<run_id>/events"
-#: The run's credential as a header keeps it out of every URL a server or proxy logs (docs/design.md#reattach).
-ROS_INVOCATION_ID_HEADER = "Ros-Invocation-Id"
 
 
 class _Lookup(Protocol):
@@ -41,7 +40,7 @@ def ros_invocation_id_from(headers: _Lookup, args: _Lookup) -> str | None:
             return header.encode("latin-1").decode("utf-8")
         except UnicodeError:
             return header
-    return args.get("rosInvocationId")
+    return args.get(ROS_INVOCATION_ID_QUERY)
 
 
 @bp.get(REATTACH_PATH)

@@ -6,7 +6,9 @@
 // RUN_FINISHED or RUN_ERROR, reattaches with `GET .../threads/{threadId}/runs/{runId}/events`
 // (cursor `Last-Event-ID`, the agent's headers with their bearer, the run's rosInvocationId in the
 // `Ros-Invocation-Id` header, never in the URL) and goes on feeding the same run to its subscribers:
-// they see one run, every event once, in order.
+// they see one run, every event once, in order. A reattach answered 429, 502, 503 or 504 (the bridge's
+// follower cap, a proxy between deploys) is retried after its Retry-After, within the same bounded
+// attempts; any other HTTP status is final.
 // It also fills HttpAgent's `connect()` seam, so `agent.connectAgent({ runId, forwardedProps })` follows
 // a run this page did not start (after a reload), from its first event.
 //
@@ -30,6 +32,10 @@ export interface ReattachingHttpAgentConfig extends HttpAgentConfig {
 }
 
 const TERMINAL_TYPES = new Set(["RUN_FINISHED", "RUN_ERROR"]);
+/** Answers that say "later", not "never": rate limit, follower cap, a proxy's bad gateway or timeout. */
+const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);
+/** The longest Retry-After honoured as given: a larger one is waited this long instead. */
+const MAX_RETRY_AFTER_MS = 60_000;
 const SESSION_EVENT = "iac-code.session.v1";
 
 function isAbort(error: unknown): boolean {
@@ -41,6 +47,15 @@ function requestedInvocationId(input: RunAgentInput): string | undefined {
   const id = (input.forwardedProps as { iacCode?: { rosInvocationId?: unknown } } | undefined)?.iacCode
     ?.rosInvocationId;
   return typeof id === "string" && id ? id : undefined;
+}
+
+/** Milliseconds a `Retry-After` value (delay-seconds or an HTTP date) asks to wait, or undefined. */
+export function retryAfterMs(value: string | null, now: number = Date.now()): number | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  if (/^\d+$/.test(text)) return Math.min(MAX_RETRY_AFTER_MS, Number(text) * 1000);
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.min(MAX_RETRY_AFTER_MS, Math.max(0, at - now));
 }
 
 /**
@@ -79,13 +94,19 @@ export class ReattachingHttpAgent extends HttpAgent {
   reattachCount = 0;
   private readonly maxReattachAttempts: number;
   private readonly reattachDelayMs: number;
+  /** What the last refused answer's Retry-After asked for (runHttpRequest's error keeps only the status). */
+  private refusedRetryAfterMs: number | undefined;
 
   constructor(config: ReattachingHttpAgentConfig) {
     super(config);
     this.maxReattachAttempts = config.maxReattachAttempts ?? 5;
     this.reattachDelayMs = config.reattachDelayMs ?? 250;
     const transport = this.fetch;
-    this.fetch = async (url, init) => endsCleanlyWhenDropped(await transport(url, init), init.signal);
+    this.fetch = async (url, init) => {
+      const response = await transport(url, init);
+      this.refusedRetryAfterMs = response.ok ? undefined : retryAfterMs(response.headers.get("Retry-After"));
+      return endsCleanlyWhenDropped(response, init.signal);
+    };
   }
 
   run(input: RunAgentInput): Observable<BaseEvent> {
@@ -153,11 +174,12 @@ export class ReattachingHttpAgent extends HttpAgent {
 
       const dropped = (error?: unknown): void => {
         const status = (error as { status?: unknown } | undefined)?.status;
+        const refused = typeof status === "number";
         const giveUp =
           ended ||
           this.abortController.signal.aborted ||
           isAbort(error) ||
-          typeof status === "number" || // an HTTP answer (400, 404, 410, 416): retrying will not change it
+          (refused && !RETRYABLE_STATUSES.has(status)) || // 400, 401, 404, 410, 416: retrying will not change it
           this.lastEventId === 0 || // the run never started: nothing to reattach to
           !rosInvocationId ||
           failedAttempts >= this.maxReattachAttempts;
@@ -166,7 +188,8 @@ export class ReattachingHttpAgent extends HttpAgent {
           else subscriber.error(error ?? new Error(`run ${input.runId} ended without a terminal event`));
           return;
         }
-        const delay = this.reattachDelayMs * 2 ** failedAttempts;
+        const backoff = this.reattachDelayMs * 2 ** failedAttempts;
+        const delay = refused ? Math.max(backoff, this.refusedRetryAfterMs ?? 0) : backoff;
         failedAttempts += 1;
         timer = setTimeout(() => {
           if (this.abortController.signal.aborted) return subscriber.error(new DOMException("aborted", "AbortError"));

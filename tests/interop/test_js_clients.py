@@ -147,3 +147,24 @@ def test_copilotkit_holding_the_reattaching_agent_relays_a_cut_run_as_one_run(no
         assert proxy.cuts == 1, result
     assert_played(result["mixed"], scenario)
     assert result["mixed"]["runs"][0]["types"].count("RUN_STARTED") == 1
+
+
+def test_the_reattaching_agent_waits_out_a_503_with_retry_after_and_reattaches(node: str, bridge: Bridge) -> None:
+    """The follower cap (or a proxy between deploys) says "later" with 503 + Retry-After: not a lost run."""
+    scenario = BY_NAME["mixed"]
+    body = b'{"error":{"code":"UNAVAILABLE","message":"too many streams"}}'
+    refusal = (
+        b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+    )
+    with cutting_proxy(bridge.server.url, CUTS["mixed"], refuse_first_reattach=refusal) as proxy:
+        job = {**scenario.job(), "proxyUrl": proxy.url}
+        result = drive(node, "reattach", bridge.server.url, bridge.token, bridge.workspace, [job])["mixed"]
+        assert proxy.cuts == 1 and proxy.refused == 1, result
+        gets = [at for at, head in proxy.heads if head.startswith(b"GET ") and b"/events" in head.split(b"\r\n")[0]]
+    assert_played(result, scenario)
+    first = result["runs"][0]
+    assert first["httpStatus"] == [200, 503, 200] and first["reattached"] == 2, result
+    # Retry-After (1 s), not the agent's 50 ms backoff, set the pause before the second reattach.
+    refused_at, reattached_at = gets[0], gets[1]
+    assert reattached_at - refused_at >= 1.0, gets

@@ -19,9 +19,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from agui_bridge.chat.attach import RetryPolicy, RunRef, events_url
+from agui_bridge.chat.attach import MAX_RETRY_AFTER_S, RetryPolicy, RunFollower, RunRef, events_url, retry_after_s
 from agui_bridge.chat.client import run_chat
-from agui_bridge.chat.sse import parse_event_id
+from agui_bridge.chat.sse import ChatUsageError, parse_event_id
 from agui_bridge.cli.command import build_parser
 from agui_bridge.protocol.sse_parser import SseParser
 
@@ -59,6 +59,7 @@ class Plan:
     gets: list[dict[str, str | None]] = field(default_factory=list)
     run_id: str = ""
     query_only: bool = False  # a bridge from before the Ros-Invocation-Id header
+    retry_after: str | None = None  # sent with a refused reattach
 
 
 class FakeBridge(BaseHTTPRequestHandler):
@@ -128,6 +129,8 @@ class FakeBridge(BaseHTTPRequestHandler):
             status = plan.attach_status if plan.attach_status != 200 else 404
             payload = json.dumps({"error": {"code": "RUN_NOT_FOUND", "message": "No such run."}}).encode()
             self.send_response(status)
+            if plan.retry_after is not None:
+                self.send_header("Retry-After", plan.retry_after)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
@@ -200,6 +203,20 @@ def test_a_bridge_without_the_header_form_gets_the_query_form(bridge: tuple[str,
     assert refused["ros"] is None and (accepted["ros"], accepted["in"]) == (ROS, "query")
 
 
+def test_falling_back_to_the_query_form_warns_once_that_the_credential_goes_in_the_url(
+    bridge: tuple[str, Plan],
+) -> None:
+    url, plan = bridge
+    plan.query_only = True
+    plan.attach_cuts = [2]  # a second reattach keeps the query form without warning again
+    code, _, err = chat(url, "--thread", THREAD, "hello")
+    assert code == 0, err
+    assert [g["in"] for g in plan.gets if g["ros"] is not None] == ["query", "query"]
+    warnings = [line for line in err.splitlines() if "rosInvocationId in the URL" in line]
+    assert len(warnings) == 1 and "Ros-Invocation-Id" in warnings[0]
+    assert ROS not in err
+
+
 def test_json_mode_prints_each_event_once_in_order(bridge: tuple[str, Plan]) -> None:
     url, plan = bridge
     plan.cut_after, plan.replay_overlap = 3, 0
@@ -242,6 +259,47 @@ def test_retries_are_bounded(bridge: tuple[str, Plan]) -> None:
     assert code == 2 and "gave up after 3 reattach attempts" in err
     assert len(plan.gets) == 3
     assert err.count("reattaching to run") == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("7", 7.0),
+        (" 0 ", 0.0),
+        ("86400", MAX_RETRY_AFTER_S),  # a server cannot park the client for a day
+        ("Wed, 02 Dec 2026 06:00:10 GMT", 10.0),  # an HTTP date, from `now`
+        ("Wed, 02 Dec 2026 05:00:00 GMT", 0.0),  # already past
+        ("", None),
+        (None, None),
+        ("soon", None),
+        ("-5", None),
+        ("\u0667", None),  # a non-ASCII digit is no delay-seconds
+    ],
+)
+def test_retry_after_reads_seconds_and_http_dates_within_a_bound(value: str | None, seconds: float | None) -> None:
+    now = 1796191200.0  # Wed, 02 Dec 2026 06:00:00 GMT
+    assert retry_after_s(value, now) == seconds
+
+
+def test_a_503_with_retry_after_is_waited_out_before_the_next_reattach(bridge: tuple[str, Plan]) -> None:
+    """The follower cap says "later" with 503 + Retry-After: the follower waits that long, not its backoff."""
+    import requests
+
+    url, plan = bridge
+    plan.attach_status, plan.retry_after = 503, "7"
+    waits: list[float] = []
+    follower = RunFollower(
+        requests.Session(),
+        url,
+        RunRef(THREAD, "run-capped", ROS),
+        headers=lambda: {"Authorization": f"Bearer {TOKEN}"},
+        notify=lambda line: None,
+        policy=RetryPolicy(attempts=2),
+        sleep=waits.append,
+    )
+    with pytest.raises(ChatUsageError, match="gave up after 2 reattach attempts"):
+        list(follower.follow(None))
+    assert waits == [7.0, 7.0] and len(plan.gets) == 3
 
 
 def test_reattach_off_keeps_the_old_behaviour(bridge: tuple[str, Plan]) -> None:

@@ -408,3 +408,18 @@ def test_duration_parser() -> None:
     assert duration_s("500ms") == 0.5
     with pytest.raises(AssertionError):
         duration_s("soon")
+
+
+def test_every_env_file_install_line_closes_the_token_file_to_group_and_others() -> None:
+    """The env file holds the tokens: every documented install of it is mode 0600, the mode the Apache entry
+    point and `agui-bridge doctor` demand of a file holding a token."""
+    documents = [*DEPLOY.rglob("*"), ROOT / "README.md"]
+    installs = [
+        (path.name, line.strip())
+        for path in documents
+        if path.is_file() and path.suffix in {".md", ".example", ".service", ".conf", ".wsgi"}
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if "install -m" in line and "agui-bridge.env" in line
+    ]
+    assert len(installs) >= 4, installs  # env example (twice), deploy/README (twice), Apache conf
+    assert [(name, line) for name, line in installs if "install -m 0600 " not in line] == []

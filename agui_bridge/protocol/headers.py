@@ -1,0 +1,10 @@
+"""Names on the reattach wire shared by the bridge's route and the chat client's follower.
+
+The run's credential travels in a header so that it stays out of every URL a server or proxy logs
+(docs/design.md#reattach); the query form is for clients that cannot set headers.
+"""
+
+#: The reattach route reads the run's `rosInvocationId` from this header first.
+ROS_INVOCATION_ID_HEADER = "Ros-Invocation-Id"
+#: The query parameter the route falls back to when the header is absent or empty.
+ROS_INVOCATION_ID_QUERY = "rosInvocationId"

@@ -92,7 +92,7 @@ def assert_error(response: requests.Response, status: int, code: str, language: 
         (["--host", "127.0.0.1"], {"IAC_CODE_AGUI_AUTH_TOKEN": "   "}, EMPTY_TOKEN),
     ],
 )
-def test_finding_01_public_bind_without_a_token_exits_2_with_one_line(
+def test_public_bind_without_a_token_exits_2_with_one_line(
     tmp_path: Path, argv: list[str], env: dict[str, str], message: str
 ) -> None:
     port = free_port()
@@ -107,7 +107,7 @@ def test_finding_01_public_bind_without_a_token_exits_2_with_one_line(
     assert not (tmp_path / "state").exists(), "nothing may start before the configuration is valid"
 
 
-def test_finding_01_allow_unauthenticated_starts_with_a_warning_and_keeps_the_host_rule(
+def test_allow_unauthenticated_starts_with_a_warning_and_keeps_the_host_rule(
     tmp_path: Path, demo_url: str, demo_token: str
 ) -> None:
     port = free_port()
@@ -129,9 +129,7 @@ def test_finding_01_allow_unauthenticated_starts_with_a_warning_and_keeps_the_ho
 # ------------------------------------------------------------------ Host rule without a token
 
 
-def test_finding_01_without_a_token_only_loopback_hosts_are_served(
-    tmp_path: Path, demo_url: str, demo_token: str
-) -> None:
+def test_without_a_token_only_loopback_hosts_are_served(tmp_path: Path, demo_url: str, demo_token: str) -> None:
     """A DNS-rebinding page reaches 127.0.0.1 but sends its own name as Host: refused on every worker."""
     workspace = tmp_path / "workspace"
     with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, workers=3) as server:
@@ -160,7 +158,7 @@ def test_finding_01_without_a_token_only_loopback_hosts_are_served(
 # ------------------------------------------------------------------ token on every route but /health
 
 
-def test_finding_01_token_required_on_every_route_but_health(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+def test_token_required_on_every_route_but_health(tmp_path: Path, demo_url: str, demo_token: str) -> None:
     workspace = tmp_path / "workspace"
     env = {"IAC_CODE_AGUI_AUTH_TOKEN": TOKEN}
     with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, workers=3, env=env) as server:
@@ -213,9 +211,7 @@ def test_every_registered_route_but_health_and_console_files_needs_the_token(set
         ({"IAC_CODE_AGUI_HOST": "0.0.0.0"}, "refusing to listen on 0.0.0.0 without a token"),
     ],
 )
-def test_finding_09_gunicorn_config_path_refuses_invalid_values(
-    tmp_path: Path, env: dict[str, str], message: str
-) -> None:
+def test_gunicorn_config_path_refuses_invalid_values(tmp_path: Path, env: dict[str, str], message: str) -> None:
     gunicorn = Path(sys.executable).parent / "gunicorn"
     port = free_port()
     extra = {"IAC_CODE_AGUI_PORT": str(port), "IAC_CODE_AGUI_STATE_DIR": str(tmp_path / "state"), **env}
@@ -228,7 +224,7 @@ def test_finding_09_gunicorn_config_path_refuses_invalid_values(
     assert stderr.count("\n") == 1 and stderr.startswith("agui-bridge: ") and message in stderr, stderr
 
 
-def test_finding_09_gunicorn_config_path_serves_validated_settings(tmp_path: Path) -> None:
+def test_gunicorn_config_path_serves_validated_settings(tmp_path: Path) -> None:
     """Settings reach the workers of `gunicorn -c deploy/gunicorn.conf.py wsgi:app`: token, metrics off."""
     gunicorn = Path(sys.executable).parent / "gunicorn"
     port = free_port()

@@ -32,7 +32,7 @@ def hostile_messages_body() -> bytes:
     return b'{"threadId":"t","runId":"r","messages":[' + one * (count - 1) + one[:-1] + b"]}"
 
 
-def test_finding_05_hostile_bodies_are_invalid_input_through_gunicorn(server: BridgeServer, tmp_path: Path) -> None:
+def test_hostile_bodies_are_invalid_input_through_gunicorn(server: BridgeServer, tmp_path: Path) -> None:
     deep: object = "leaf"
     for _ in range(900):
         deep = [deep]

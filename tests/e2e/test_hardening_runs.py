@@ -88,7 +88,7 @@ def thread_file(state_dir: Path, thread_id: str) -> dict[str, Any]:
     return json.loads((state_dir / "threads" / f"{thread_id}.json").read_text())  # type: ignore[no-any-return]
 
 
-def test_finding_03_threads_sharing_a_run_id_keep_their_own_leases_and_cancels(
+def test_threads_sharing_a_run_id_keep_their_own_leases_and_cancels(
     tmp_path: Path, demo_url: str, demo_token: str
 ) -> None:
     """Several threads all use runId `run-1`: one ends early, one is cancelled, the others stream on."""
@@ -114,7 +114,7 @@ def test_finding_03_threads_sharing_a_run_id_keep_their_own_leases_and_cancels(
         server.run(run_body(long[0].thread_id, "next turn", tmp_path), expect="success")
 
 
-def test_finding_04_status_stays_active_past_the_lease_ttl(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+def test_status_stays_active_past_the_lease_ttl(tmp_path: Path, demo_url: str, demo_token: str) -> None:
     with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, workers=2, lease_ttl=1) as server:
         running = Running(server, new_thread_id(), "slow [SLOW 6]", tmp_path)
         time.sleep(2.5)
@@ -125,7 +125,7 @@ def test_finding_04_status_stays_active_past_the_lease_ttl(tmp_path: Path, demo_
         assert status(server, running.thread_id)["active"] is False
 
 
-def test_finding_04_an_idle_worker_does_not_stop_the_server_under_a_live_run(
+def test_an_idle_worker_does_not_stop_the_server_under_a_live_run(
     tmp_path: Path, demo_url: str, demo_token: str
 ) -> None:
     with bridge_server(
@@ -143,7 +143,7 @@ def test_finding_04_an_idle_worker_does_not_stop_the_server_under_a_live_run(
         assert wait_until(lambda: server.process is not None and server.process.poll() is not None, 20)
 
 
-def test_finding_08_a_client_that_stops_reading_is_dropped(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+def test_a_client_that_stops_reading_is_dropped(tmp_path: Path, demo_url: str, demo_token: str) -> None:
     state = tmp_path / "state"
     with bridge_server(
         demo_url, demo_token, state, tmp_path, workers=2, heartbeat_interval=0.5, client_write_timeout=2
@@ -181,7 +181,7 @@ def test_finding_08_a_client_that_stops_reading_is_dropped(tmp_path: Path, demo_
             client.close()
 
 
-def test_finding_13_metrics_count_each_outcome_once(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+def test_metrics_count_each_outcome_once(tmp_path: Path, demo_url: str, demo_token: str) -> None:
     env = {"IAC_CODE_AGUI_AUTH_TOKEN": "metrics-token"}
     headers = {"Authorization": "Bearer metrics-token"}
     with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, heartbeat_interval=0.5, env=env) as server:
@@ -216,7 +216,7 @@ def test_finding_13_metrics_count_each_outcome_once(tmp_path: Path, demo_url: st
     assert sample(text, "agui_run_duration_seconds_count") == 4
 
 
-def test_finding_14_cancels_of_running_streams_leave_no_markers(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+def test_cancels_of_running_streams_leave_no_markers(tmp_path: Path, demo_url: str, demo_token: str) -> None:
     state = tmp_path / "state"
     with bridge_server(demo_url, demo_token, state, tmp_path, workers=2, heartbeat_interval=0.5) as server:
         runs = [Running(server, new_thread_id(), "slow [SLOW 30]", tmp_path) for _ in range(22)]

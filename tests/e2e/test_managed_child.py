@@ -42,7 +42,7 @@ def gone(pid: int, timeout_s: float = 10.0) -> bool:
     return False
 
 
-def test_finding_10_the_managed_child_gets_no_bridge_secret_and_dies_with_a_killed_master(tmp_path: Path) -> None:
+def test_the_managed_child_gets_no_bridge_secret_and_dies_with_a_killed_master(tmp_path: Path) -> None:
     bearer = "finding10-bearer-" + os.urandom(8).hex()
     env = {
         "IAC_CODE_AGUI_AUTH_TOKEN": bearer,

@@ -63,7 +63,7 @@ def secret_env(monkeypatch: pytest.MonkeyPatch) -> str:
 # ------------------------------------------------------------------------------------------ finding 2
 
 
-def test_finding_02_cwd_is_not_expanded_with_the_server_environment(
+def test_cwd_is_not_expanded_with_the_server_environment(
     client: FlaskClient, workspace: Path, secret_env: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     literal = f"{workspace}/$IAC_CODE_AGUI_A2A_TOKEN"
@@ -76,12 +76,12 @@ def test_finding_02_cwd_is_not_expanded_with_the_server_environment(
 
 
 @pytest.mark.parametrize("raw", ["~/work", "~root/work", "$HOME/work", "%USERPROFILE%/work"])
-def test_finding_02_tilde_and_variables_are_not_absolute(client: FlaskClient, workspace: Path, raw: str) -> None:
+def test_tilde_and_variables_are_not_absolute(client: FlaskClient, workspace: Path, raw: str) -> None:
     status, document = post(client, body(workspace, iac={"cwd": raw}))
     assert_invalid(status, document, "/forwardedProps/iacCode/cwd")
 
 
-def test_finding_02_percent_variables_stay_literal(client: FlaskClient, workspace: Path, secret_env: str) -> None:
+def test_percent_variables_stay_literal(client: FlaskClient, workspace: Path, secret_env: str) -> None:
     status, _ = post(client, body(workspace, iac={"cwd": f"{workspace}/%IAC_CODE_AGUI_A2A_TOKEN%"}))
     assert status == 200
     assert (workspace / "%IAC_CODE_AGUI_A2A_TOKEN%").is_dir()
@@ -90,7 +90,7 @@ def test_finding_02_percent_variables_stay_literal(client: FlaskClient, workspac
 # ------------------------------------------------------------------------------------------ finding 12
 
 
-def test_finding_12_long_cwd_component_is_invalid_input_not_oserror(
+def test_long_cwd_component_is_invalid_input_not_oserror(
     client: FlaskClient, workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     status, document = post(client, body(workspace, iac={"cwd": f"{workspace}/{'a' * 256}"}))
@@ -99,24 +99,24 @@ def test_finding_12_long_cwd_component_is_invalid_input_not_oserror(
     assert not any(len(p.name) > 255 for p in workspace.iterdir())
 
 
-def test_finding_12_cwd_over_path_max_is_invalid_input(client: FlaskClient, workspace: Path) -> None:
+def test_cwd_over_path_max_is_invalid_input(client: FlaskClient, workspace: Path) -> None:
     deep = str(workspace) + ("/" + "d" * 200) * 25
     status, document = post(client, body(workspace, iac={"cwd": deep}))
     assert_invalid(status, document, "/forwardedProps/iacCode/cwd")
     assert list(workspace.iterdir()) == []
 
 
-def test_finding_12_long_lowercase_thread_id_is_invalid_input(client: FlaskClient, workspace: Path) -> None:
+def test_long_lowercase_thread_id_is_invalid_input(client: FlaskClient, workspace: Path) -> None:
     status, document = post(client, body(workspace, threadId="a" * 246))
     assert_invalid(status, document, "/threadId")
 
 
-def test_finding_12_thread_id_at_the_cap_is_accepted(client: FlaskClient, workspace: Path) -> None:
+def test_thread_id_at_the_cap_is_accepted(client: FlaskClient, workspace: Path) -> None:
     status, _ = post(client, body(workspace, threadId="b" * limits.MAX_ID_CHARS))
     assert status == 200
 
 
-def test_finding_12_extensions_refuse_long_ids_without_503(client: FlaskClient, settings: Settings) -> None:
+def test_extensions_refuse_long_ids_without_503(client: FlaskClient, settings: Settings) -> None:
     long_id = "c" * 300
     cancel = client.post(
         "/extensions/iac-code/v1/executions/e-1/cancel", json={"threadId": long_id, "rosInvocationId": "inv"}
@@ -143,7 +143,7 @@ def test_finding_12_extensions_refuse_long_ids_without_503(client: FlaskClient, 
         ({"resume": [{"interruptId": "i" * (limits.MAX_ID_CHARS + 1), "status": "resolved"}]}, "/resume/0/interruptId"),
     ],
 )
-def test_finding_06_id_lengths_are_capped(
+def test_id_lengths_are_capped(
     client: FlaskClient, workspace: Path, state_dir: Path, change: dict[str, Any], field: str
 ) -> None:
     status, document = post(client, body(workspace, **change))
@@ -151,13 +151,13 @@ def test_finding_06_id_lengths_are_capped(
     assert not (state_dir / "threads").exists() or not any((state_dir / "threads").glob("*.json"))
 
 
-def test_finding_05_message_count_is_capped(client: FlaskClient, workspace: Path) -> None:
+def test_message_count_is_capped(client: FlaskClient, workspace: Path) -> None:
     messages = [{"id": f"m{i}", "role": "user", "content": "x"} for i in range(limits.MAX_MESSAGES + 1)]
     status, document = post(client, body(workspace, messages=messages))
     assert_invalid(status, document, "/messages")
 
 
-def test_finding_05_total_parts_are_capped(client: FlaskClient, workspace: Path) -> None:
+def test_total_parts_are_capped(client: FlaskClient, workspace: Path) -> None:
     part = {"type": "text", "text": "x"}
     per_message = 100
     count = limits.MAX_CONTENT_PARTS // per_message + 1
@@ -166,13 +166,13 @@ def test_finding_05_total_parts_are_capped(client: FlaskClient, workspace: Path)
     assert_invalid(status, document, f"/messages/{count - 1}/content")
 
 
-def test_finding_05_message_text_is_capped(client: FlaskClient, workspace: Path) -> None:
+def test_message_text_is_capped(client: FlaskClient, workspace: Path) -> None:
     text = "x" * (limits.MAX_MESSAGE_TEXT_CHARS + 1)
     status, document = post(client, body(workspace, messages=[{"id": "m", "role": "user", "content": text}]))
     assert_invalid(status, document, "/messages/0/content")
 
 
-def test_finding_05_900_levels_of_nesting_is_invalid_input(client: FlaskClient, workspace: Path) -> None:
+def test_900_levels_of_nesting_is_invalid_input(client: FlaskClient, workspace: Path) -> None:
     deep: Any = "leaf"
     for _ in range(900):
         deep = [deep]
@@ -181,19 +181,19 @@ def test_finding_05_900_levels_of_nesting_is_invalid_input(client: FlaskClient, 
     assert document["error"]["field"].startswith("/state/deep/0/0/0")
 
 
-def test_finding_05_nesting_beyond_the_decoder_is_invalid_input(client: FlaskClient) -> None:
+def test_nesting_beyond_the_decoder_is_invalid_input(client: FlaskClient) -> None:
     raw = b'{"state":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     status, document = post(client, raw)
     assert status == 400 and document["error"]["code"] == "INVALID_INPUT", document
 
 
-def test_finding_05_total_json_values_are_capped(client: FlaskClient, workspace: Path) -> None:
+def test_total_json_values_are_capped(client: FlaskClient, workspace: Path) -> None:
     status, document = post(client, body(workspace, state={"v": [0] * limits.MAX_JSON_VALUES}))
     assert status == 400 and document["error"]["code"] == "INVALID_INPUT", document
     assert document["error"]["field"] == ""
 
 
-def test_finding_05_hostile_maximal_body_is_refused_quickly(client: FlaskClient, workspace: Path) -> None:
+def test_hostile_maximal_body_is_refused_quickly(client: FlaskClient, workspace: Path) -> None:
     """The 12 MiB body of ~300k tiny messages that took 17.7 s: now refused before it is even
     decoded, by the value cap (its commas outside strings alone exceed it)."""
     one = b'{"id":"m","role":"user","content":"x"},'

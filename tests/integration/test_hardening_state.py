@@ -56,7 +56,7 @@ def age(path: Path, seconds: float) -> None:
 # ------------------------------------------------------------------------------------------ finding 7
 
 
-def test_finding_07_refused_requests_on_unknown_threads_leave_no_lock_file(
+def test_refused_requests_on_unknown_threads_leave_no_lock_file(
     client: FlaskClient, workspace: Path, state_dir: Path
 ) -> None:
     for index in range(20):
@@ -77,7 +77,7 @@ def test_finding_07_refused_requests_on_unknown_threads_leave_no_lock_file(
     assert lock_files(state_dir) == []
 
 
-def test_finding_07_prune_removes_orphaned_lock_files_only(tmp_path: Path) -> None:
+def test_prune_removes_orphaned_lock_files_only(tmp_path: Path) -> None:
     store = ThreadStore(tmp_path)
     for thread_id in ("kept", "pruned"):
         state = model.new_thread(thread_id, "/w", None, "ros", f"exec-{thread_id}")
@@ -96,7 +96,7 @@ def test_finding_07_prune_removes_orphaned_lock_files_only(tmp_path: Path) -> No
     assert store.read("kept") is not None
 
 
-def test_finding_07_a_held_lock_file_is_never_removed(tmp_path: Path) -> None:
+def test_a_held_lock_file_is_never_removed(tmp_path: Path) -> None:
     threads = tmp_path / "threads"
     threads.mkdir()
     lock = threads / "busy.json.lock"
@@ -111,7 +111,7 @@ def test_finding_07_a_held_lock_file_is_never_removed(tmp_path: Path) -> None:
     assert sweep_thread_dir(threads).removed == ["busy.json.lock"]
 
 
-def test_finding_07_a_waiter_on_a_swept_lock_retries_on_the_new_inode(tmp_path: Path) -> None:
+def test_a_waiter_on_a_swept_lock_retries_on_the_new_inode(tmp_path: Path) -> None:
     """The store's defence for the sweep race: a lock won on an unlinked inode is let go and retaken."""
     store = ThreadStore(tmp_path, lock_timeout_s=2)
     with store.transaction("t1") as txn:
@@ -140,7 +140,7 @@ def test_finding_07_a_waiter_on_a_swept_lock_retries_on_the_new_inode(tmp_path: 
 # ------------------------------------------------------------------------------------------ finding 15
 
 
-def test_finding_15_prune_removes_stale_temp_files(tmp_path: Path) -> None:
+def test_prune_removes_stale_temp_files(tmp_path: Path) -> None:
     store = ThreadStore(tmp_path)
     state = model.new_thread("t1", "/w", None, "ros", "exec-1")
     state.last_activity_ms = int(time.time() * 1000)
@@ -179,7 +179,7 @@ def _admit(store: ThreadStore, workspace: Path, thread_id: str, run_id: str) -> 
     )
 
 
-def test_finding_06_run_digests_keep_a_bounded_window(tmp_path: Path, workspace: Path) -> None:
+def test_run_digests_keep_a_bounded_window(tmp_path: Path, workspace: Path) -> None:
     store = ThreadStore(tmp_path / "state")
     total = limits.MAX_RUN_DIGESTS + 10
     for index in range(total):
@@ -191,7 +191,7 @@ def test_finding_06_run_digests_keep_a_bounded_window(tmp_path: Path, workspace:
     _admit(store, workspace, "thread-w", "run-0")  # fell out of the window: a new run
 
 
-def test_finding_06_terminal_execution_ids_keep_a_bounded_window() -> None:
+def test_terminal_execution_ids_keep_a_bounded_window() -> None:
     state = model.new_thread("t", "/w", None, "ros", "exec-first")
     for index in range(limits.MAX_TERMINAL_EXECUTION_IDS + 5):
         state.execution.task_id = f"task-{index}"
@@ -203,7 +203,7 @@ def test_finding_06_terminal_execution_ids_keep_a_bounded_window() -> None:
     assert document["terminalExecutionIds"] == ids
 
 
-def test_finding_06_applied_digests_keep_the_current_execution_first() -> None:
+def test_applied_digests_keep_the_current_execution_first() -> None:
     state = model.new_thread("t", "/w", None, "ros", "exec-now")
     old = [model.AppliedResume(f"exec-old-{i:04d}", "i", "d") for i in range(limits.MAX_APPLIED_RESUME_DIGESTS)]
     current = [model.AppliedResume("exec-now", f"i-{i}", "d") for i in range(3)]
@@ -214,7 +214,7 @@ def test_finding_06_applied_digests_keep_the_current_execution_first() -> None:
     assert sum(1 for a in applied if a["executionId"] == "exec-now") == 3
 
 
-def test_finding_06_thread_file_stays_small_with_maximal_ids(tmp_path: Path, workspace: Path) -> None:
+def test_thread_file_stays_small_with_maximal_ids(tmp_path: Path, workspace: Path) -> None:
     store = ThreadStore(tmp_path / "state")
     for index in range(limits.MAX_RUN_DIGESTS + 50):
         _admit(store, workspace, "t" * limits.MAX_ID_CHARS, f"{index:06d}" + "r" * (limits.MAX_ID_CHARS - 6))

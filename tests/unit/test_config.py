@@ -180,7 +180,7 @@ def test_flags_win_over_the_environment_in_load_settings(tmp_path: Path) -> None
         ),
     ],
 )
-def test_finding_09_invalid_environment_stops_every_entry_point(env: dict[str, str], message: str) -> None:
+def test_invalid_environment_stops_every_entry_point(env: dict[str, str], message: str) -> None:
     """Formerly `METRICS=flase` was read as off and a TTL of -5 accepted on the wsgi/gunicorn path."""
     with pytest.raises(ConfigError) as error:
         load_settings(env)
@@ -197,7 +197,7 @@ def test_finding_09_invalid_environment_stops_every_entry_point(env: dict[str, s
         ({"IAC_CODE_AGUI_HOST": "::1"}, False),
     ],
 )
-def test_finding_01_binding_rules(env: dict[str, str], warned: bool) -> None:
+def test_only_an_unauthenticated_public_bind_is_warned_in_one_line(env: dict[str, str], warned: bool) -> None:
     settings = load_settings(env)
     warning = unauthenticated_warning(settings)
     assert (warning is not None) is warned

@@ -151,7 +151,7 @@ def test_dockerfile_cmd_is_exec_form_agui_bridge_serve(dockerfile: list[tuple[st
     assert not [args for keyword, args in final_stage(dockerfile) if keyword == "ENTRYPOINT"]
 
 
-def test_finding_01_dockerfile_cmd_refuses_to_start_without_a_token(
+def test_dockerfile_cmd_refuses_to_start_without_a_token(
     dockerfile: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The image binds 0.0.0.0, so its CMD must stop at once (exit 2, one line) unless a token is given."""
@@ -390,7 +390,7 @@ def test_compose_grace_period_exceeds_the_drain(graceful_timeout_s: int) -> None
         assert service.get("environment", {}).get(name, "${").startswith("${"), "tokens come from the host"
 
 
-def test_finding_01_compose_requires_the_auth_token() -> None:
+def test_compose_requires_the_auth_token() -> None:
     """`${VAR:?message}`: compose refuses to start when the token is unset or empty (no `:-` empty default)."""
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))
     environment = compose["services"]["agui-bridge"]["environment"]

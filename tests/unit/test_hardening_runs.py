@@ -62,7 +62,7 @@ def leased_thread(store: ThreadStore, thread_id: str, execution_id: str, run_id:
 # ---- finding 3: identity ----------------------------------------------------------------------
 
 
-def test_finding_03_the_registry_keeps_two_threads_runs_with_the_same_run_id_apart() -> None:
+def test_the_registry_keeps_two_threads_runs_with_the_same_run_id_apart() -> None:
     registry = RunRegistry()
     first, second = Stub(), Stub()
     registry.add(run_key("exec-a", "run-1"), first)
@@ -77,7 +77,7 @@ def test_finding_03_the_registry_keeps_two_threads_runs_with_the_same_run_id_apa
     assert registry.get(run_key("exec-b", "run-2")) is successor
 
 
-def test_finding_03_a_beacon_listing_another_threads_run_1_does_not_keep_a_lease(tmp_path: Path) -> None:
+def test_a_beacon_listing_another_threads_run_1_does_not_keep_a_lease(tmp_path: Path) -> None:
     store = ThreadStore(tmp_path)
     beacons = Beacons(tmp_path)
     leased_thread(store, "thread-b", "exec-b", "run-1", NOW - 5_000)  # past its grace period
@@ -92,7 +92,7 @@ def test_finding_03_a_beacon_listing_another_threads_run_1_does_not_keep_a_lease
 # ---- finding 4: one lease-liveness rule --------------------------------------------------------
 
 
-def test_finding_04_status_retention_and_idleness_use_the_same_rule(tmp_path: Path) -> None:
+def test_status_retention_and_idleness_use_the_same_rule(tmp_path: Path) -> None:
     store = ThreadStore(tmp_path)
     beacons = Beacons(tmp_path)
     leased_thread(store, "thread-1", "exec-1", "run-1", NOW - 60_000)  # a minute past its grace period
@@ -160,7 +160,7 @@ def read_for(stream: RunStream, seconds: float, pause_after_text_s: float = 0.0)
     return parse_sse(raw)
 
 
-def test_finding_08_a_pump_that_dies_without_reporting_ends_the_stream(tmp_path: Path) -> None:
+def test_a_pump_that_dies_without_reporting_ends_the_stream(tmp_path: Path) -> None:
     stream, _, store = make_stream(tmp_path, lambda ctx: [[status(ctx, text="hi")]], DeadPumpRuntime())
     events = read_for(stream, 5.0)
     assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "A2A_UNAVAILABLE"
@@ -168,7 +168,7 @@ def test_finding_08_a_pump_that_dies_without_reporting_ends_the_stream(tmp_path:
     assert state is not None and state.active_run is None  # the lease is released
 
 
-def test_finding_08_a_dropped_failure_marker_ends_the_stream(tmp_path: Path) -> None:
+def test_a_dropped_failure_marker_ends_the_stream(tmp_path: Path) -> None:
     """The queue stays full past the stall timeout: the pump drops an item and its failure marker."""
 
     def script(ctx: str) -> list[list[A2AEvent]]:
@@ -183,7 +183,7 @@ def test_finding_08_a_dropped_failure_marker_ends_the_stream(tmp_path: Path) -> 
 # ---- finding 13: outcomes ----------------------------------------------------------------------
 
 
-def test_finding_13_a_cancelled_run_stays_cancelled(tmp_path: Path) -> None:
+def test_a_cancelled_run_stays_cancelled(tmp_path: Path) -> None:
     def script(ctx: str) -> list[list[A2AEvent]]:
         return [[status(ctx, text="working")], [status(ctx, "TASK_STATE_CANCELED")]]
 
@@ -217,7 +217,7 @@ class Channel:
         self.beacons.discard_cancel(run_key(lease.execution_id, lease.run_id))
 
 
-def test_finding_14_cancel_tells_the_owner_first_and_leaves_no_marker_for_an_ended_run(tmp_path: Path) -> None:
+def test_cancel_tells_the_owner_first_and_leaves_no_marker_for_an_ended_run(tmp_path: Path) -> None:
     store = ThreadStore(tmp_path)
     beacons = Beacons(tmp_path)
     leased_thread(store, "thread-1", "exec-1", "run-1", NOW + 60_000)
@@ -241,7 +241,7 @@ def test_finding_14_cancel_tells_the_owner_first_and_leaves_no_marker_for_an_end
     assert list((tmp_path / "cancel-requests").iterdir()) == []
 
 
-def test_finding_14_the_sweep_removes_markers_of_ended_runs_only(tmp_path: Path) -> None:
+def test_the_sweep_removes_markers_of_ended_runs_only(tmp_path: Path) -> None:
     store = ThreadStore(tmp_path)
     beacons = Beacons(tmp_path)
     now = int(time.time() * 1000)
@@ -262,7 +262,7 @@ def test_finding_14_the_sweep_removes_markers_of_ended_runs_only(tmp_path: Path)
 # ---- finding 8: the client write deadline -------------------------------------------------------
 
 
-def test_finding_08_the_client_socket_gets_a_write_deadline_and_gets_it_back() -> None:
+def test_the_client_socket_gets_a_write_deadline_and_gets_it_back() -> None:
     server_side, client_side = socket.socketpair()
     try:
         server_side.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
@@ -285,7 +285,7 @@ def test_finding_08_the_client_socket_gets_a_write_deadline_and_gets_it_back() -
         client_side.close()
 
 
-def test_finding_08_client_write_timeout_is_a_validated_setting() -> None:
+def test_client_write_timeout_is_a_validated_setting() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     with pytest.raises(ConfigError, match="--client-write-timeout"):
@@ -296,7 +296,7 @@ def test_finding_08_client_write_timeout_is_a_validated_setting() -> None:
     assert load_settings({}).client_write_timeout_s == 60.0
 
 
-def test_finding_03_the_end_of_a_guidance_request_leaves_other_runs_registered(tmp_path: Path) -> None:
+def test_the_end_of_a_guidance_request_leaves_other_runs_registered(tmp_path: Path) -> None:
     """Guidance `run-1` on thread B ends: thread A's live `run-1` stays registered (and so live)."""
 
     class Guidance(Stub):

@@ -151,7 +151,7 @@ def captured() -> Iterator[Callable[[str], tuple[logging.Logger, io.StringIO]]]:
 
 @pytest.mark.parametrize("hostile", HOSTILE_IDS)
 @pytest.mark.parametrize("log_format", ["text", "json"])
-def test_finding_11_control_characters_in_ids_cannot_forge_a_line(
+def test_control_characters_in_ids_cannot_forge_a_line(
     captured: Callable[[str], tuple[logging.Logger, io.StringIO]], log_format: str, hostile: str
 ) -> None:
     import contextvars
@@ -178,7 +178,7 @@ def test_finding_11_control_characters_in_ids_cannot_forge_a_line(
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
-def test_finding_11_redaction_reaches_extra_fields_and_tracebacks(
+def test_redaction_reaches_extra_fields_and_tracebacks(
     captured: Callable[[str], tuple[logging.Logger, io.StringIO]], log_format: str
 ) -> None:
     logger, stream = captured(log_format)
@@ -205,7 +205,7 @@ def test_finding_11_redaction_reaches_extra_fields_and_tracebacks(
         assert not any(line.startswith("2026-12-01") for line in lines[1:])
 
 
-def test_finding_11_gunicorn_records_through_the_json_formatter_are_redacted_too() -> None:
+def test_gunicorn_records_through_the_json_formatter_are_redacted_too() -> None:
     """gunicorn's own log uses JsonFormatter without our filter (logconfig_dict): the formatter scrubs alone."""
     record = logging.LogRecord(
         "gunicorn.error", logging.ERROR, __file__, 1, "bad request %s", ("Authorization: Bearer g-secret\nx",), None
@@ -221,7 +221,7 @@ def test_text_formatter_quotes_values_that_could_fake_a_field() -> None:
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
-def test_finding_11_gunicorn_and_library_records_are_redacted_and_escaped(log_format: str) -> None:
+def test_gunicorn_and_library_records_are_redacted_and_escaped(log_format: str) -> None:
     """gunicorn's logconfig sends its own loggers and the root logger (libraries) through our formatter."""
     import subprocess
     from pathlib import Path

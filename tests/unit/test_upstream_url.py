@@ -68,7 +68,7 @@ def test_loopback_urls_are_accepted_and_requests_would_connect_there(url: str, n
 
 
 @pytest.mark.parametrize("url", REFUSED)
-def test_finding_09_url_tricks_are_refused(url: str) -> None:
+def test_url_tricks_that_leave_loopback_are_refused(url: str) -> None:
     with pytest.raises(UpstreamUrlError) as error:
         normalise_upstream_url(url)
     message = str(error.value)
@@ -76,7 +76,7 @@ def test_finding_09_url_tricks_are_refused(url: str) -> None:
     assert "\n" not in message
 
 
-def test_finding_09_backslash_bypass_is_refused_at_every_entry_point() -> None:
+def test_backslash_bypass_is_refused_at_every_entry_point() -> None:
     """The CLI, wsgi.py and deploy/gunicorn.conf.py all build settings through load_settings."""
     with pytest.raises(ConfigError, match="no whitespace, control characters or backslashes"):
         load_settings({"IAC_CODE_AGUI_A2A_URL": "http://evil.example\\@127.0.0.1/"})
@@ -161,7 +161,7 @@ def upstream_and_proxy() -> Iterator[tuple[str, list[str], str, list[str]]]:
         proxy.shutdown()
 
 
-def test_finding_09_a2a_session_ignores_proxy_variables(
+def test_a2a_session_ignores_proxy_variables(
     upstream_and_proxy: tuple[str, list[str], str, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     upstream_url, upstream_hits, proxy_url, proxy_hits = upstream_and_proxy
@@ -179,7 +179,7 @@ def test_finding_09_a2a_session_ignores_proxy_variables(
     assert len(upstream_hits) == 2
 
 
-def test_finding_09_the_client_itself_refuses_a_non_loopback_url() -> None:
+def test_the_client_itself_refuses_a_non_loopback_url() -> None:
     """Settings built by hand (tests, embedding) skip load_settings; the A2A client checks again."""
     with pytest.raises(UpstreamUrlError):
         A2AClient("http://evil.example\\@127.0.0.1/", None)

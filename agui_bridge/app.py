@@ -43,7 +43,8 @@ def _echo_request_id(response: Response) -> Response:
 
 
 def _begin_trace() -> None:
-    """Runs and extension calls get a server span continuing the caller's `traceparent` (issue 16)."""
+    """Runs and extension calls get a server span continuing the caller's `traceparent`, so one trace
+    spans client, bridge and kernel."""
     path = request.path
     if path == "/" or path.startswith("/extensions/"):
         route = request.url_rule.rule if request.url_rule is not None else "unmatched"

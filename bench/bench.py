@@ -1,4 +1,4 @@
-"""agui-bridge benchmark orchestrator (issue 6). Run through `bash bench/run [--quick]`.
+"""agui-bridge benchmark orchestrator. Run through `bash bench/run [--quick]`.
 
 Sections (each measured against a baseline started in the same invocation):
 
@@ -91,7 +91,8 @@ QUICK = {
     "scale_reps": 1,
 }
 SECTIONS = ("throughput", "profile", "latency", "phases", "idle", "state", "scaling")
-#: The code before issue 14 (durable commits off the event loop): the "before" of the phase breakdown.
+#: The baseline of the phase breakdown: a commit whose durable commits still ran on the event loop, so the
+#: "before" column shows what moving them off the hub is worth.
 PHASES_BEFORE_REF = "ce69201"
 
 
@@ -789,10 +790,10 @@ class Bench:
         summary = {".".join(p): over_reps([pick(p, r) for r in reps]) for p in paths}
         return {"summary": summary, "reps": reps}
 
-    # ---- phases (issue 14) ---------------------------------------------------------------------------------
+    # ---- phases ---------------------------------------------------------------------------------------------
 
     def section_phases(self, replay: h.Replay) -> None:
-        """Per-phase cost of a 10-delta turn in-process (bench/phases.py), before issue 14 and now."""
+        """Per-phase cost of a 10-delta turn in-process (bench/phases.py), on the baseline and now."""
         before = self.tmp / "src-before"
         before.mkdir()
         archive = subprocess.run(
@@ -976,7 +977,7 @@ def _get(res: dict[str, Any], *path: str) -> Any:
 
 
 def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 14's targets: ratios to the reference measured in the same run, or absolute bounds."""
+    """The performance targets: ratios to the reference measured in the same run, or absolute bounds."""
     out: list[dict[str, Any]] = []
 
     def add(name: str, target: str, measured: Any, met: bool | None, unit: str = "", note: str = "") -> None:
@@ -1261,7 +1262,7 @@ def markdown(res: dict[str, Any]) -> str:
             "",
             f"## Phases of a 10-delta turn (in-process, gevent back-end, {ph['turns']} turns; p50 (p90) us)",
             "",
-            f"Before = `{ph['before_ref']}` (the code before issue 14), after = this checkout; bench/phases.py says "
+            f"Before = `{ph['before_ref']}` (the baseline), after = this checkout; bench/phases.py says "
             "what each phase covers. Keep-alive to the kernel: "
             f"{ph['after'].get('upstream_connections_opened')} upstream connection(s) opened for "
             f"{ph['after'].get('turns_total')} turns.",
@@ -1342,7 +1343,7 @@ def markdown(res: dict[str, Any]) -> str:
         lines += scaling.markdown(res["scaling"])
     tg = res.get("targets")
     if tg:
-        lines += ["", "## Targets (issue 14)", "", "| target | goal | measured | met |", "|---|---|---|---|"]
+        lines += ["", "## Targets", "", "| target | goal | measured | met |", "|---|---|---|---|"]
         for t in tg:
             met = {True: "met", False: "**not met**", None: "n/a"}[t["met"]]
             shown = "n/a" if t["measured"] is None else f"{_num(t['measured'], 2)} {t['unit']}".strip()
@@ -1357,7 +1358,7 @@ def markdown(res: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="agui-bridge benchmarks (issue 6)")
+    parser = argparse.ArgumentParser(description="agui-bridge benchmarks")
     parser.add_argument("--quick", action="store_true", help="~2 minute smoke run (results/<date>-quick.*)")
     parser.add_argument("--only", default="", help=f"comma-separated subset of {','.join(SECTIONS)}")
     parser.add_argument("--no-reference", action="store_true", help="skip the reference adapter")

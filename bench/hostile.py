@@ -1,4 +1,4 @@
-"""Hostile-input case (issue 11, finding 5): does a client posting maximal bodies starve the worker?
+"""Hostile-input case (docs/design.md#decision-bounded-state): does a client posting maximal bodies starve the worker?
 
 One gunicorn+gevent worker (so nothing hides behind another worker) on the replay upstream. While a
 hostile client posts maximal bodies in a loop, a second client holds one `[HOLD]` stream and

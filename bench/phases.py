@@ -1,4 +1,4 @@
-"""Per-phase cost of a 10-delta turn inside the bridge (issue 14): where the fixed per-run path goes.
+"""Per-phase cost of a 10-delta turn inside the bridge: where the fixed per-run path goes.
 
 Run by `bench.py` (section `phases`) in its own process, once per version of `agui_bridge` on
 `PYTHONPATH` (the checkout's snapshot, and a "before" tree), against the replay upstream:

@@ -1,4 +1,4 @@
-"""Reattach benchmark (issue 15): short, for a shared machine. Run by hand, never by the test suite.
+"""Reattach benchmark: short, for a shared machine. Run by hand, never by the test suite.
 
     .venv/bin/python bench/reattach.py [--workers 4] [--out bench/results]
 

@@ -1,4 +1,4 @@
-"""Two workers vs one (issue 14): aggregate events/s of N concurrent long turns from the replay upstream.
+"""Two workers vs one: aggregate events/s of N concurrent long turns from the replay upstream.
 
 Both bridges (`agui-bridge serve --workers 1` and `--workers 2`) run side by side and their repetitions
 alternate (1, 2, 1, 2, ...), so drift in the load of a shared machine hits both alike. Each repetition
@@ -18,7 +18,7 @@ from typing import Any
 import harness as h
 import loadgen as lg
 
-#: The target of issue 14: two workers on two cores give at least this multiple of one worker's events/s.
+#: The scaling target: two workers on two cores give at least this multiple of one worker's events/s.
 GOAL = 1.7
 
 

@@ -1,4 +1,5 @@
-"""A loopback TCP proxy that cuts the first connection whose answer contains a marker (issue 15 tests).
+"""A loopback TCP proxy that cuts the first connection whose answer contains a marker: how reattach tests
+drop a live stream.
 
 It stands between a client and the bridge: bytes pass through unchanged, except that the first
 connection whose response bytes contain `cut_at` (and, if given, whose request contains `request_has`)

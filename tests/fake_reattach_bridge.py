@@ -1,4 +1,4 @@
-"""A small stand-in for the bridge's reattach contract (issue 15), for client tests that must not
+"""A small stand-in for the bridge's reattach contract (docs/design.md#reattach), for client tests that must not
 depend on the server side: it serves the web console's files, `POST /` (a slow run with numbered
 events whose first connection it breaks mid-run), the reattach route (a replay after `Last-Event-ID`
 that deliberately starts two events early, so a client must deduplicate by id) and a status route.

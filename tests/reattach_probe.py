@@ -1,8 +1,8 @@
-"""Does a live bridge serve reattach (issue 15)? The client tests of reattach ask before they run.
+"""Does a live bridge serve reattach (docs/design.md#reattach)? The client tests of reattach ask before they run.
 
 `/health` advertises it (`"reattach": {"supported": true, ...}`, or `true`); the capabilities document
 (`custom.iacCode.reattach.supported`) is asked too. A bridge without it makes those tests skip with
-this reason, so the client side can land before the server side.
+this reason, so the clients can be tested against a bridge that does not serve reattach.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from urllib.parse import urljoin
 import pytest
 import requests
 
-NOT_SUPPORTED = "the bridge does not advertise reattach in /health (server side of issue 15 not merged)"
+NOT_SUPPORTED = "the bridge does not advertise reattach in /health (a bridge without the reattach server side)"
 
 
 def _supported(value: Any) -> bool:

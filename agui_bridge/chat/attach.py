@@ -1,4 +1,4 @@
-"""Following one run across dropped connections, for `agui-bridge chat` (issue 15).
+"""Following one run across dropped connections, for `agui-bridge chat` (docs/design.md#reattach).
 
 A run outlives its connection: the bridge keeps it going for its reattach window and serves
 `GET extensions/iac-code/v1/threads/{threadId}/runs/{runId}/events` (`Ros-Invocation-Id` header) with

@@ -1,4 +1,4 @@
-"""How `agui-bridge chat` asks an interrupt at the prompt (pure, issue 7).
+"""How `agui-bridge chat` asks an interrupt at the prompt (pure).
 
 The question is derived from the interrupt's responseSchema: enum values and `oneOf` options are
 numbered, free text is accepted where the schema allows it, and anything else is answered as raw JSON.

@@ -194,7 +194,7 @@ def state_prune(args: argparse.Namespace) -> int:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    """Check the deployment as `serve` would see it; exit 0 only when every check passed (issue 16)."""
+    """Check the deployment as `serve` would see it; exit 0 only when every check passed."""
     from agui_bridge.cli.doctor import render_json, render_text, run_checks, target_from
 
     resolved = resolve(args, os.environ)

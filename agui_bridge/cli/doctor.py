@@ -1,4 +1,4 @@
-"""`agui-bridge doctor`: check a deployment as `serve` would see it, before it takes traffic (issue 16).
+"""`agui-bridge doctor`: check a deployment as `serve` would see it, before it takes traffic.
 
 Each check gives one line: what was found and, when it failed, how to fix it. The exit status is 0
 only when every check passed. Nothing is changed (the writability probe removes its own file) and
@@ -233,7 +233,7 @@ def check_upstream(
     base = url if url.endswith("/") else url + "/"
     try:
         status, headers, _ = get(base + "health", {})
-    except Exception as exc:  # noqa: BLE001 - any transport failure is the finding
+    except Exception as exc:  # noqa: BLE001 - any transport failure is what this check reports
         fix = f"start the kernel or correct --a2a-url ({base})"
         return [Check("upstream-health", False, f"{base}health unreachable: {type(exc).__name__}", fix)], None
     upstream_time = _http_date(headers.get("Date"))
@@ -258,7 +258,7 @@ def _check_a2a(base: str, token: str | None, post: HttpPost) -> Check:
     token_fix = "set IAC_CODE_AGUI_A2A_TOKEN to the kernel's IACCODE_A2A_HTTP_TOKEN"  # noqa: S105 - a hint
     try:
         status, _headers, body = post(base, headers, json.dumps(envelope).encode())
-    except Exception as exc:  # noqa: BLE001 - any transport failure is the finding
+    except Exception as exc:  # noqa: BLE001 - any transport failure is what this check reports
         return Check("upstream-a2a", False, f"JSON-RPC call failed: {type(exc).__name__}", "check the kernel's logs")
     if status in (401, 403):
         return Check(

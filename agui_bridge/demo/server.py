@@ -31,7 +31,7 @@ ENSURE_RESTORED_PATH = "/iac-code/session/ensure-restored"
 PIPELINE_STATE_PATH = "/iac-code/pipeline/state"
 BACKUP_NOT_READY_MESSAGE = "Session backup is still synchronizing. Retry after 3 seconds."
 _LOOPBACK_NAMES = frozenset({"localhost"})
-#: Test hook (issue 16): append every received W3C `traceparent` to this file, one JSON line each.
+#: Test hook for tracing tests: append every received W3C `traceparent` to this file, one JSON line each.
 TRACEPARENT_LOG_ENV = "AGUI_DEMO_TRACEPARENT_LOG"
 
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing (issue 16): off unless the standard `OTEL_*` variables ask for it.
+"""OpenTelemetry tracing (docs/design.md#observability): off unless the standard `OTEL_*` variables ask for it.
 
 `configure()` runs once per worker (from `create_app`, after fork) and reads `OTEL_SDK_DISABLED` and
 `OTEL_TRACES_EXPORTER` (`console`, `otlp`, or both, comma-separated; unset or `none` = off). When off,

@@ -41,7 +41,7 @@ def ros_digest(ros_invocation_id: str) -> str:
 
 @functools.lru_cache(maxsize=16)
 def replay_dir(state_dir: Path) -> Path:
-    """The records' directory of a state directory, built once per worker: the path arithmetic was a fifth
+    """The records' directory of a state directory, built once per worker: the path arithmetic would be a fifth
     of a run record's set-up on the hub before RUN_STARTED (docs/design.md#record-dir-once)."""
     return Path(state_dir) / REPLAY_DIR
 

@@ -141,7 +141,7 @@ class RunRecord:
 
     def _create(self) -> int:
         """The record file, new; its directory is made only when missing (a `mkdir` on every run's first
-        frame was a path walk and a system call on the hub, docs/design.md#record-dir-once)."""
+        frame would be a path walk and a system call on the hub, docs/design.md#record-dir-once)."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
         try:
             return os.open(self.path, flags, 0o600)

@@ -48,7 +48,9 @@ class RunTicket:
     pipeline_open_steps: list[str] = field(default_factory=list)
     orphaned_task_ids: list[str] = field(default_factory=list)
     expired_task_ids: list[str] = field(default_factory=list)
-    trace_link: str | None = None  # a resume: the traceparent its execution's first run stored (issue 16)
+    trace_link: str | None = (
+        None  # a resume: the traceparent its execution's first run stored, so the resumed run joins the same trace
+    )
 
     @property
     def key(self) -> str:

@@ -1,4 +1,4 @@
-"""The capabilities document (issue 16): what this server supports, built from the running settings.
+"""The capabilities document: what this server supports, built from the running settings.
 
 Pure: the route (`web.capabilities_api`) only serialises it. The shape is AG-UI's `AgentCapabilities`
 (camelCase wire names) wherever that model has a field for the fact; everything AG-UI has no field

@@ -1,4 +1,5 @@
-"""The thread status extension (issue 7): what a client needs to pick a thread up again after a reload.
+"""The thread status extension: what a client needs to pick a thread up again after a reload
+(docs/design.md#decision-status-extension).
 
 `POST /extensions/iac-code/v1/threads/{threadId}/status` answers, for the caller of the thread's
 *current* execution, whether a run holds a live lease and which interrupts are pending, exactly as

@@ -88,7 +88,7 @@ class Execution:
     pipeline_open_steps: list[str] = field(default_factory=list)
     text_snapshot_digests: list[str] = field(default_factory=list)
     pending: dict[str, PendingInterrupt] = field(default_factory=dict)
-    #: W3C traceparent of the run that started this execution, only while tracing is on (issue 16):
+    #: W3C traceparent of the run that started this execution, only while tracing is on (docs/design.md#observability):
     #: a resume's span links to it. An id pair, nothing else; an invalid value is dropped on read.
     traceparent: str | None = None
 
@@ -145,7 +145,7 @@ def _add_terminal(state: ThreadState, execution_id: str) -> None:
 
 def bounded_run_digests(run_digests: Mapping[str, str]) -> dict[str, str]:
     """The newest MAX_RUN_DIGESTS runIds in admission order; an older runId sent again is a new run
-    (no longer DUPLICATE_RUN_ID or RUN_ID_CONFLICT)."""
+    (neither DUPLICATE_RUN_ID nor RUN_ID_CONFLICT): the window keeps the thread file bounded."""
     items = list(run_digests.items())
     return dict(items[-limits.MAX_RUN_DIGESTS :])
 

@@ -251,7 +251,8 @@ class ThreadStore:
 
     def exists(self, thread_id: str) -> bool:
         """Whether the thread has a file, without taking (or creating) its lock: refusals that only
-        need "no such thread" must not leave a lock file behind (issue 11, finding 7)."""
+        need "no such thread" must not leave a lock file behind: state stays bounded
+        (docs/design.md#decision-bounded-state)."""
         try:
             return os.path.lexists(self.path_for(thread_id))
         except ValueError as exc:

@@ -1,4 +1,5 @@
-"""Leftover files in `<state>/threads/`: orphaned lock files and stale temp files (issue 11, 7 and 15).
+"""Leftover files in `<state>/threads/`: orphaned lock files and stale temp files, removed so that state
+stays bounded (docs/design.md#decision-bounded-state).
 
 A `<stem>.json.lock` whose `<stem>.json` is gone stays behind after a thread is pruned, and a writer
 killed between its temp file and the `os.replace` leaves `.<stem>.json.<pid>-<n>.tmp`. Neither is

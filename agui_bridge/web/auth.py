@@ -50,7 +50,7 @@ _HOST_CACHED_MAX_CHARS = 270
 @functools.lru_cache(maxsize=_HOST_CACHE_SIZE)
 def _loopback_host_header(host_header: str) -> bool:
     """`is_loopback_host_header`, decided once per distinct Host value: parsing an IP literal on every
-    request was about 2% of a burst's CPU (docs/design.md#host-check-cache)."""
+    request costs about 2% of a burst's CPU (docs/design.md#host-check-cache)."""
     return is_loopback_host_header(host_header)
 
 

@@ -1,4 +1,4 @@
-"""`GET /extensions/iac-code/v1/capabilities`: what this server supports (issue 16).
+"""`GET /extensions/iac-code/v1/capabilities`: what this server supports.
 
 Authenticated like the other extensions (the bearer token when one is configured; the 401 is
 localised from Accept-Language). The document is built by `agui_bridge.runs.capabilities` from the

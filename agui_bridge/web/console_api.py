@@ -1,4 +1,4 @@
-"""`GET /console`: the optional web console (issue 7), a static page registered only when enabled.
+"""`GET /console`: the optional web console, a static page registered only when enabled.
 
 Three files from the `agui_bridge.console` package (`static/index.html`, `console.css`, `console.js`),
 served from an allow-list with a strict Content-Security-Policy (no inline script or style, every

@@ -1,4 +1,4 @@
-"""`GET /extensions/iac-code/v1/threads/<threadId>/runs/<runId>/events`: reattach to a run (issue 15).
+"""`GET /extensions/iac-code/v1/threads/<threadId>/runs/<runId>/events`: reattach to a run (docs/design.md#reattach).
 
 Same bearer as `POST /` (the app's guard). `rosInvocationId` is the `Ros-Invocation-Id` header (wins) or a
 query parameter, for clients that cannot set headers; the cursor is `Last-Event-ID` or `?after=`. Refusals are

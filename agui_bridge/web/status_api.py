@@ -1,4 +1,5 @@
-"""`POST /extensions/iac-code/v1/threads/<threadId>/status`: the thread status extension (issue 7).
+"""`POST /extensions/iac-code/v1/threads/<threadId>/status`: the thread status extension
+(docs/design.md#decision-status-extension).
 
 Same checks, order, limits and error envelope as the cancellation extension (docs/design.md#cancellation):
 language from Accept-Language, auth 401, media type 415, 64 KiB body limit 413, JSON 400, object

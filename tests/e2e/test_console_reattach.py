@@ -1,4 +1,4 @@
-"""The web console reattaches to a live run (issue 15): in headless Chromium against `agui-bridge serve`
+"""The web console reattaches to a live run: in headless Chromium against `agui-bridge serve`
 (gunicorn + gevent workers) and the demo agent, a reload in the middle of a slow run continues the
 transcript where it was, with nothing shown twice, up to the run's terminal event.
 

@@ -1,4 +1,4 @@
-"""SIGTERM to gunicorn drains instead of cutting streams (docs/design.md#shutdown-drain, issue 5 "graceful drain").
+"""SIGTERM to gunicorn drains instead of cutting streams (docs/design.md#shutdown-drain).
 
 An active run gets RUN_ERROR (CANCELLED, "shutting down") before its stream ends and its A2A task is
 cancelled; a thread parked on an interrupt is untouched and resumes on the next server.

@@ -1,8 +1,9 @@
-"""Issue 11 at the edge, end to end through gunicorn with several gevent workers.
+"""The edge, end to end through gunicorn with several gevent workers.
 
-Finding 1 (open by default): a public bind without a token is refused at start; without a token only
-loopback Host names are served (DNS rebinding); with a token every route but /health needs it.
-Finding 9 (one validated configuration): `gunicorn -c deploy/gunicorn.conf.py wsgi:app` validates exactly
+Secure by default (docs/design.md#decision-secure-by-default): a public bind without a token is refused at
+start; without a token only loopback Host names are served (DNS rebinding); with a token every route but
+/health needs it.
+One validated configuration: `gunicorn -c deploy/gunicorn.conf.py wsgi:app` validates exactly
 like `agui-bridge serve` and hands the result to its workers.
 """
 
@@ -250,8 +251,8 @@ def test_gunicorn_config_path_serves_validated_settings(tmp_path: Path) -> None:
 
 def test_gunicorn_log_keeps_what_a_client_sent_inert(tmp_path: Path, demo_url: str, demo_token: str) -> None:
     """gunicorn quotes bad request lines and header names in its own log (it repr()s them itself; its records
-    now also pass through our formatter, as every other record of the process does). A guard, not a
-    regression test: gunicorn's own quoting already passed this before issue 11."""
+    pass through our formatter too, as every other record of the process does). A guard: what a
+    client sent stays inert in the log, where our formatter handles gunicorn's records too."""
     import socket
 
     with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, workers=2) as server:

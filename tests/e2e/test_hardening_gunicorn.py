@@ -1,5 +1,5 @@
-"""Issue 11 end to end through gunicorn + gevent (one worker, so nothing hides behind another):
-hostile bodies (finding 5) and slow uploads are refused while the worker keeps serving."""
+"""Hostile input end to end through gunicorn + gevent (one worker, so nothing hides behind another):
+hostile bodies and slow uploads are refused while the worker keeps serving."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Issue 11, findings 3, 4, 8, 13 and 14 end to end: `agui-bridge serve` (gunicorn, 2 gevent workers)
-against the demo agent."""
+"""The run life cycle's guarantees end to end: `agui-bridge serve` (gunicorn, 2 gevent workers) against the
+demo agent. Run identity, lease liveness, dropping a client that stops reading, honest outcomes and cancel
+markers that do not outlive their runs."""
 
 from __future__ import annotations
 

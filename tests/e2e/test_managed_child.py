@@ -1,4 +1,4 @@
-"""The managed child through `agui-bridge serve` (issue 11 finding 10, issue 12).
+"""The managed child through `agui-bridge serve` (docs/design.md#managed-upstream).
 
 Its environment is an allow-list (never the AG-UI auth token, no proxies), it dies with the master
 even when the master is SIGKILLed (no systemd or Docker here to clean up), and a missing or broken
@@ -43,15 +43,15 @@ def gone(pid: int, timeout_s: float = 10.0) -> bool:
 
 
 def test_the_managed_child_gets_no_bridge_secret_and_dies_with_a_killed_master(tmp_path: Path) -> None:
-    bearer = "finding10-bearer-" + os.urandom(8).hex()
+    bearer = "child-test-bearer-" + os.urandom(8).hex()
     env = {
         "IAC_CODE_AGUI_AUTH_TOKEN": bearer,
-        "IAC_CODE_AGUI_A2A_TOKEN": "finding10-a2a-" + os.urandom(8).hex(),
+        "IAC_CODE_AGUI_A2A_TOKEN": "child-test-a2a-" + os.urandom(8).hex(),
         "HTTP_PROXY": "http://127.0.0.1:9",
         "https_proxy": "http://127.0.0.1:9",
         "NO_PROXY": "127.0.0.1,localhost",  # the bridge's own loopback calls stay direct
         "IAC_CODE_MODEL": "model-for-the-child",
-        "UNRELATED_SECRET": "finding10-unrelated",
+        "UNRELATED_SECRET": "child-test-unrelated",
     }
     workspace = tmp_path / "ws"
     workspace.mkdir()

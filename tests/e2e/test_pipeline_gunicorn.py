@@ -1,4 +1,5 @@
-"""A Pipeline end to end (issue 4): gunicorn with 2 gevent workers against the demo agent's 'selling' Pipeline.
+"""A Pipeline end to end: gunicorn with 2 gevent workers against the demo agent's 'selling' Pipeline
+(docs/design.md#pipelines).
 
 Three AG-UI runs: the turn that ends on a candidate selection, the resume that ends on a sideband
 permission (the task stays WORKING), and the resume that answers it with a unary SendMessage and follows

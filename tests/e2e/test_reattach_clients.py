@@ -1,4 +1,4 @@
-"""The reattach clients end to end (issue 15): `agui-bridge chat` cut by a proxy and reattaching,
+"""The reattach clients end to end: `agui-bridge chat` cut by a proxy and reattaching,
 `agui-bridge chat --attach` following a run started elsewhere, and the README's JavaScript example
 (tests/conformance/reattach_example.mjs with @ag-ui/client's verifier) against `agui-bridge serve`
 (gunicorn + gevent workers) and the demo agent.

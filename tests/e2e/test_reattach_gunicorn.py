@@ -1,4 +1,4 @@
-"""Reattach through gunicorn with 4 gevent workers against the demo agent (issue 15, "Done when").
+"""Reattach through gunicorn with 4 gevent workers against the demo agent (docs/design.md#reattach).
 
 200 trials, run concurrently in batches: a client is cut at a random event of a run (half of them the
 demo's long `[MIXED]` run: reasoning, text, a tool call with progress, an artifact and more text in one

@@ -1,4 +1,4 @@
-"""Tracing end to end (issue 16): `agui-bridge serve` (gunicorn + 2 gevent workers) with the console
+"""Tracing end to end: `agui-bridge serve` (gunicorn + 2 gevent workers) with the console
 exporter writing to a file, against a demo agent that records the `traceparent` headers it receives.
 
 One run that ends on an interrupt, then its resume. The run continues the caller's W3C traceparent;

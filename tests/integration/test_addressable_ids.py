@@ -1,9 +1,9 @@
 """Ids that can never be addressed are refused, and run records are named without ambiguity
 (docs/design.md#input-validation, docs/design.md#reattach).
 
-A runId holding `/` used to be admitted by `POST /` although its reattach URL is a plain 404; a NUL in
-threadId or runId made two runs share one record name. Control characters in either id, `/` in a runId
-and a leading `/` in a threadId are INVALID_INPUT at the id's pointer now, on `POST /` and on every
+A run whose runId holds `/` could never be reattached (its reattach URL is a plain 404), and a NUL in
+threadId or runId would let two runs share one record name. So control characters in either id, `/` in a
+runId and a leading `/` in a threadId are INVALID_INPUT at the id's pointer, on `POST /` and on every
 extension route that takes the id, with a localised message. A threadId with `/` inside stays valid:
 the extension URLs carry it (`Team/Thread 1`).
 """
@@ -82,7 +82,7 @@ def test_the_extension_routes_refuse_the_same_ids(client: FlaskClient) -> None:
 def test_record_names_are_unambiguous() -> None:
     pairs = [("a\x00b", "c"), ("a", "b\x00c"), ("a", "bc"), ("ab", "c"), ('a"', "b"), ("a", '"b'), ("a,", "b")]
     assert len({record_name(thread, run) for thread, run in pairs}) == len(pairs)
-    assert legacy_record_name("a\x00b", "c") == legacy_record_name("a", "b\x00c")  # why the name changed
+    assert legacy_record_name("a\x00b", "c") == legacy_record_name("a", "b\x00c")  # why new records use record_name
 
 
 def test_a_record_written_under_the_legacy_name_is_still_reattached(

@@ -1,4 +1,4 @@
-"""`GET /extensions/iac-code/v1/capabilities` through the Flask test client (issue 16).
+"""`GET /extensions/iac-code/v1/capabilities` through the Flask test client.
 
 The document validates against `ag-ui-protocol`'s `AgentCapabilities` with no field the model does not
 declare (our own facts live under `custom.iacCode`), follows the settings the app runs with, and is

@@ -1,4 +1,4 @@
-"""`GET /console` (issue 7): off by default; when on, three static files with a strict CSP and no CORS."""
+"""`GET /console`: off by default; when on, three static files with a strict CSP and no CORS."""
 
 from __future__ import annotations
 

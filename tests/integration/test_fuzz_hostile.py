@@ -1,4 +1,5 @@
-"""Property test (issue 11): every route, driven with hostile ids, cwds, headers, bodies and nesting.
+"""Property test: every route, driven with hostile ids, cwds, headers, bodies and nesting
+(docs/design.md#decision-bounded-state, docs/design.md#decision-no-500).
 
 Through the Flask test client against the demo agent. Whatever arrives:
 

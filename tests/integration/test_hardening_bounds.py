@@ -1,7 +1,8 @@
-"""Issue 11, bounded input: findings 2, 5, 6 (ids), 12 and slow uploads through the Flask test client.
+"""Bounded input through the Flask test client: a literal cwd, capped ids, message counts and nesting,
+and slow uploads (docs/design.md#workspace-cwd, docs/design.md#decision-bounded-state).
 
-Every test here failed on the code before the fix: the cwd was expanded with the server's
-environment, nothing capped ids, message counts or nesting, and a long lowercase threadId was a 503.
+A cwd is never expanded with the server's environment (that would leak its secrets into paths), every
+size a client controls has a cap, and an over-long id is the client's mistake (INVALID_INPUT), not a 503.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def secret_env(monkeypatch: pytest.MonkeyPatch) -> str:
     return secret
 
 
-# ------------------------------------------------------------------------------------------ finding 2
+# ------------------------------------------------------------------------------------------ the cwd is literal
 
 
 def test_cwd_is_not_expanded_with_the_server_environment(
@@ -87,7 +88,7 @@ def test_percent_variables_stay_literal(client: FlaskClient, workspace: Path, se
     assert (workspace / "%IAC_CODE_AGUI_A2A_TOKEN%").is_dir()
 
 
-# ------------------------------------------------------------------------------------------ finding 12
+# ------------------------------------------------------------------------------ lengths the file system refuses
 
 
 def test_long_cwd_component_is_invalid_input_not_oserror(
@@ -130,7 +131,7 @@ def test_extensions_refuse_long_ids_without_503(client: FlaskClient, settings: S
     assert cancel.status_code == 404, cancel.get_data()
 
 
-# ------------------------------------------------------------------------------------------ finding 5 / 6
+# ------------------------------------------------------------------------------------------ sizes and nesting
 
 
 @pytest.mark.parametrize(
@@ -194,7 +195,7 @@ def test_total_json_values_are_capped(client: FlaskClient, workspace: Path) -> N
 
 
 def test_hostile_maximal_body_is_refused_quickly(client: FlaskClient, workspace: Path) -> None:
-    """The 12 MiB body of ~300k tiny messages that took 17.7 s: now refused before it is even
+    """The 12 MiB body of ~300k tiny messages (seconds of CPU to validate) is refused before it is even
     decoded, by the value cap (its commas outside strings alone exceed it)."""
     one = b'{"id":"m","role":"user","content":"x"},'
     count = (12 * 1024 * 1024 - 4096) // len(one)
@@ -204,8 +205,8 @@ def test_hostile_maximal_body_is_refused_quickly(client: FlaskClient, workspace:
     status, document = post(client, raw)
     assert_invalid(status, document, "")
     assert document["error"]["message"] == "The request body contains too many JSON values (at most 100000)."
-    # Not a timing assertion on wall time: CPU seconds of this process only guard against a regression
-    # to whole-schema validation (which took over 15 s here).
+    # Not a timing assertion on wall time: CPU seconds of this process only guard against falling back
+    # to whole-schema validation (which takes over 15 s here).
     assert time.process_time() - started < 10
 
 

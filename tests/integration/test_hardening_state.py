@@ -1,7 +1,8 @@
-"""Issue 11, bounded state: findings 6 (history windows), 7 (lock files) and 15 (temp files).
+"""Bounded state (docs/design.md#decision-bounded-state): history windows, lock files and temp files.
 
-Each test failed on the code before the fix: refused requests left `<thread>.json.lock` files,
-nothing removed orphaned locks or temp files, and `runDigests`/`terminalExecutionIds` grew forever.
+A refused request leaves no `<thread>.json.lock` file, the sweep removes orphaned locks and stale temp
+files, and `runDigests`/`terminalExecutionIds` keep a bounded window, so the state directory cannot grow
+without limit whatever clients send.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def age(path: Path, seconds: float) -> None:
     os.utime(path, (then, then))
 
 
-# ------------------------------------------------------------------------------------------ finding 7
+# ------------------------------------------------------------------------------------------ lock files
 
 
 def test_refused_requests_on_unknown_threads_leave_no_lock_file(
@@ -137,7 +138,7 @@ def test_a_waiter_on_a_swept_lock_retries_on_the_new_inode(tmp_path: Path) -> No
     assert len(calls) == 2
 
 
-# ------------------------------------------------------------------------------------------ finding 15
+# ------------------------------------------------------------------------------------------ temp files
 
 
 def test_prune_removes_stale_temp_files(tmp_path: Path) -> None:
@@ -162,7 +163,7 @@ def test_prune_removes_stale_temp_files(tmp_path: Path) -> None:
     assert store.read("t1") is not None
 
 
-# ------------------------------------------------------------------------------------------ finding 6
+# ------------------------------------------------------------------------------------------ history windows
 
 
 def _admit(store: ThreadStore, workspace: Path, thread_id: str, run_id: str) -> None:

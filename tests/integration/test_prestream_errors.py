@@ -8,7 +8,7 @@ One table: each row prepares whatever state it needs (crafted thread files, or a
 demo agent), sends one request through the Flask test client and checks status, code, JSON Pointer
 ``field`` (INVALID_INPUT only, docs/design.md#decision-field-specific-errors), the localised message and
 that the body is a bare JSON envelope.
-EXECUTION_NOT_FOUND belongs to the cancel route, which does not exist yet.
+EXECUTION_NOT_FOUND belongs to the cancel route: tests/integration/test_cancel_extension.py checks it.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ INVALID = {"status": 400, "code": "INVALID_INPUT"}
 CONFLICT = {"status": 409}
 
 ROWS: list[Row] = [
-    # 1.3 authentication: first check, Accept-Language only.
+    # Authentication (docs/design.md#authentication): the first check, so only Accept-Language is read.
     Row("auth-missing", lambda env: post_json(env.body()), **UNAUTH),
     Row("auth-no-space", _auth_header(f"Bearer{TOKEN}"), **UNAUTH),
     Row("auth-wrong-scheme", _auth_header(f"Basic {TOKEN}"), **UNAUTH),
@@ -422,10 +422,10 @@ ROWS: list[Row] = [
         field=CWD_FIELD,
     ),
     Row("input-cwd-is-a-file", _cwd(_file_cwd), **INVALID, key="cwd_not_directory", field=CWD_FIELD),
-    # 3.1 / 8.4: state.
+    # State (docs/design.md#state-load).
     Row("state-corrupt-file", _corrupt_thread, 503, "STATE_UNAVAILABLE", "state_unavailable"),
     Row(
-        # Issue 11: a client mistake is never answered as server trouble (was 503 STATE_UNAVAILABLE).
+        # A client mistake is never answered as server trouble (docs/design.md#decision-no-500).
         "input-empty-thread-id",
         _mutated(lambda body, env: body.update(threadId="")),
         **INVALID,
@@ -433,7 +433,7 @@ ROWS: list[Row] = [
         params={"field": "threadId", "min": "1", "max": "200"},
         field="/threadId",
     ),
-    # 3.3 admission.
+    # Admission (docs/design.md#admission).
     Row("lost-resume-unknown-thread", _resume_unknown, **CONFLICT, code="EXECUTION_LOST", key="execution_lost"),
     Row(
         "lost-resume-other-invocation",
@@ -467,7 +467,7 @@ ROWS: list[Row] = [
         key="thread_binding_conflict",
     ),
     Row("resume-required", _resume_required, **CONFLICT, code="RESUME_REQUIRED", key="resume_required"),
-    # 1.7 localisation.
+    # Localisation (docs/design.md#language-selection).
     Row(
         "lang-accept-language-ja",
         lambda env: {"data": b"{}", "headers": {"Content-Type": "text/plain", "Accept-Language": "ja-JP, en;q=0.5"}},

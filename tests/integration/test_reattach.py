@@ -1,4 +1,4 @@
-"""Reattach (issue 15) through the Flask test client against the demo agent.
+"""Reattach (docs/design.md#reattach) through the Flask test client against the demo agent.
 
 Event ids on every event; `GET /extensions/iac-code/v1/threads/{threadId}/runs/{runId}/events` replays
 after the cursor and follows the live run; a client that goes away within the reattach window does not

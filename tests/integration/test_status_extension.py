@@ -1,4 +1,4 @@
-"""The thread status extension through the Flask test client against the demo agent (issue 7).
+"""The thread status extension through the Flask test client against the demo agent.
 
 `POST /extensions/iac-code/v1/threads/{threadId}/status` with `{"rosInvocationId"}`: the same checks,
 order, limits and error envelope as the cancellation extension; the same matching rules (unknown

@@ -1,4 +1,4 @@
-"""Tracing in-process (Flask test client, the thread runtime) with an in-memory exporter (issue 16).
+"""Tracing in-process (Flask test client, the thread runtime) with an in-memory exporter.
 
 The gunicorn/gevent path is proven in tests/e2e/test_tracing_gunicorn.py; here the same span tree must
 come out of the thread back-end (contextvars copied into threads), pre-stream errors must end the request

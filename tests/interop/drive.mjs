@@ -106,7 +106,7 @@ function recordingFetch(log) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Console capture: every warning or error any client prints is a finding.
+// Console capture: every warning or error any client prints is reported with its scenario.
 
 const printed = [];
 for (const level of ["warn", "error"]) {

@@ -5,7 +5,7 @@ The request is a ``RunAgentInput`` serialised with ``by_alias=True, exclude_none
 adapter, with Python warnings as errors; the history grows from the events the way @ag-ui/client's
 reducer grows it (text, tool calls and their results, reasoning) and goes back on every run; a
 resume answers each interrupt from its ``responseSchema``. What the models read is compared with the
-wire: a member outside an event's schema, or one the models drop, is a finding.
+wire: a member outside an event's schema, or one the models drop, is reported as a problem.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def read_events(response: requests.Response, run: Run, history: History, on_even
         for data in sse_records(response):
             raw = json.loads(data)
             with warnings.catch_warnings():
-                warnings.simplefilter("error")  # a model that warns about an event is a finding
+                warnings.simplefilter("error")  # a model that warns about an event raises: never silently accepted
                 event = EVENTS.validate_json(data)
                 seen = event.model_dump(mode="json", by_alias=True, exclude_none=True)
             if seen != raw:

@@ -1,4 +1,4 @@
-"""The pure caps of `validation.bounds` and the literal cwd rule of `runs.workspace` (issue 11)."""
+"""The pure caps of `validation.bounds` and the literal cwd rule of `runs.workspace` (docs/design.md#workspace-cwd)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`agui-bridge chat` across dropped connections (issue 15), against a tiny local fake bridge.
+"""`agui-bridge chat` across dropped connections, against a tiny local fake bridge.
 
 The fake serves `POST /` (a run's numbered events, then a cut: a clean end of the body or a broken
 chunked transfer) and the reattach route (a replay after `Last-Event-ID`, deliberately starting a
@@ -58,7 +58,7 @@ class Plan:
     terminal: dict[str, Any] | None = None
     gets: list[dict[str, str | None]] = field(default_factory=list)
     run_id: str = ""
-    query_only: bool = False  # a bridge from before the Ros-Invocation-Id header
+    query_only: bool = False  # a bridge that reads the invocation id from the query only
     retry_after: str | None = None  # sent with a refused reattach
 
 

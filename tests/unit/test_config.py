@@ -128,7 +128,7 @@ def test_config_show_masks_every_secret(tmp_path: Path, capsys: pytest.CaptureFi
     assert set(rows) == {option.name for option in OPTIONS}
 
 
-# ------------------------------------------------------------------ one validated configuration (issue 11)
+# ------------------------------------------------------------------ one validated configuration
 
 REPO = Path(__file__).resolve().parents[2]
 

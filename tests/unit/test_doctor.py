@@ -1,4 +1,4 @@
-"""`agui_bridge.cli.doctor`: one test per failing check, and a passing run (issue 16).
+"""`agui_bridge.cli.doctor`: one test per failing check, and a passing run.
 
 The upstream checks run against the real demo agent (`demo_url`); the failure modes a demo agent
 cannot produce (an A2A 0.3 kernel, a non-A2A endpoint) are answered by a stub transport.
@@ -191,7 +191,7 @@ def stub(health_status: int, rpc_body: object) -> tuple[doctor.HttpGet, doctor.H
 
 
 @pytest.mark.parametrize(
-    ("health", "answer", "finding"),
+    ("health", "answer", "detail"),
     [
         (503, None, "HTTP 503"),
         (200, {"jsonrpc": "2.0", "id": "x", "error": {"code": -32009, "message": "A2A version"}}, "-32009"),
@@ -200,12 +200,12 @@ def stub(health_status: int, rpc_body: object) -> tuple[doctor.HttpGet, doctor.H
     ],
 )
 def test_an_upstream_that_does_not_speak_a2a_1_0_fails(
-    private_dir: Path, health: int, answer: object, finding: str
+    private_dir: Path, health: int, answer: object, detail: str
 ) -> None:
     get, post = stub(health, answer)
     checks = doctor.run_checks(target(private_dir, a2a_url="http://kernel.invalid/"), get=get, post=post)
     failed = [c for c in checks if not c.ok]
-    assert len(failed) == 1 and failed[0].name.startswith("upstream-") and finding in failed[0].detail
+    assert len(failed) == 1 and failed[0].name.startswith("upstream-") and detail in failed[0].detail
     assert failed[0].fix
 
 

@@ -9,7 +9,7 @@ import logging.config
 
 import pytest
 
-#: Every public name `agui_bridge.gunicorn_config` had before the hooks moved to `agui_bridge.worker.hooks`.
+#: Every public name of `agui_bridge.gunicorn_config` a deployment may use; it aliases `agui_bridge.worker.hooks`.
 FORMER_PUBLIC_NAMES = [
     "TIMEOUT_S",
     "KEEPALIVE_S",

@@ -1,4 +1,4 @@
-"""Issue 11, findings 3, 4, 8, 13 and 14 at unit level: run identity, one lease-liveness rule, streams
+"""The run life cycle's guarantees at unit level: run identity, one lease-liveness rule, streams
 that always end, honest outcomes, and cancel markers that do not outlive their runs."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def leased_thread(store: ThreadStore, thread_id: str, execution_id: str, run_id:
         txn.commit(state)
 
 
-# ---- finding 3: identity ----------------------------------------------------------------------
+# ---- identity ----------------------------------------------------------------------------------
 
 
 def test_the_registry_keeps_two_threads_runs_with_the_same_run_id_apart() -> None:
@@ -89,7 +89,7 @@ def test_a_beacon_listing_another_threads_run_1_does_not_keep_a_lease(tmp_path: 
     assert check(lease, NOW)
 
 
-# ---- finding 4: one lease-liveness rule --------------------------------------------------------
+# ---- one lease-liveness rule --------------------------------------------------------------------
 
 
 def test_status_retention_and_idleness_use_the_same_rule(tmp_path: Path) -> None:
@@ -114,7 +114,7 @@ def test_status_retention_and_idleness_use_the_same_rule(tmp_path: Path) -> None
     assert prune(store, retention_days=30, now_ms=NOW, lease_live=check).removed == ["thread-1"]
 
 
-# ---- finding 8: a dead pump ends the stream ----------------------------------------------------
+# ---- a dead pump ends the stream ----------------------------------------------------------------
 
 
 class DeadPumpRuntime(ThreadRuntime):
@@ -180,7 +180,7 @@ def test_a_dropped_failure_marker_ends_the_stream(tmp_path: Path) -> None:
     assert stream.outcome == Outcome.ERROR
 
 
-# ---- finding 13: outcomes ----------------------------------------------------------------------
+# ---- outcomes ----------------------------------------------------------------------------------
 
 
 def test_a_cancelled_run_stays_cancelled(tmp_path: Path) -> None:
@@ -200,7 +200,7 @@ def test_a_cancelled_run_stays_cancelled(tmp_path: Path) -> None:
     assert events[-1]["code"] == "CANCELLED" and requested.outcome == Outcome.CANCELLED
 
 
-# ---- finding 14: cancel markers ----------------------------------------------------------------
+# ---- cancel markers ----------------------------------------------------------------------------
 
 
 class Channel:
@@ -259,7 +259,7 @@ def test_the_sweep_removes_markers_of_ended_runs_only(tmp_path: Path) -> None:
     assert beacons.take_cancels([run_key("exec-live", "run-1")]) == {run_key("exec-live", "run-1")}
 
 
-# ---- finding 8: the client write deadline -------------------------------------------------------
+# ---- the client write deadline -------------------------------------------------------------------
 
 
 def test_the_client_socket_gets_a_write_deadline_and_gets_it_back() -> None:

@@ -111,7 +111,7 @@ def test_context_ids_reach_records_and_greenlet_copies_but_not_the_next_request(
     assert explicit.run_id == "own"  # type: ignore[attr-defined]
 
 
-# ------------------------------------------------------------------ finding 11: log injection and redaction
+# ------------------------------------------------------------------ log injection and redaction
 
 
 FORGED = "t1\r\n2026-12-01 00:00:00,000 [INFO] agui_bridge.runs - run ended outcome=success"

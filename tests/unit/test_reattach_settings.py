@@ -1,4 +1,5 @@
-"""The reattach settings (issue 15): one row each in the validated table, and their cross-field rule."""
+"""The reattach settings: one row each in the validated table, and their cross-field rule
+(docs/design.md#reattach-bounds)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Finding 9: the A2A URL is parsed by a real parser and must name a loopback host; the session ignores proxies."""
+"""The A2A URL is parsed by a real parser and must name a loopback host; the session ignores proxies."""
 
 from __future__ import annotations
 

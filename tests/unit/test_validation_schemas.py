@@ -78,7 +78,7 @@ def test_loading_leaves_the_input_untouched() -> None:
 
 
 def test_each_schema_spells_its_field_names_once_not_on_every_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The alias table (camel, snake, required) is built on a schema's first load and reused (issue 14)."""
+    """The alias table (camel, snake, required) is built on a schema's first load and reused, off the per-run path."""
     from agui_bridge.validation import strict
 
     schema = schemas.IacCodeSchema()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -10,7 +11,7 @@ SOURCES = [
     p for d in ("agui_bridge", "tests") for p in (ROOT / d).rglob("*") if p.suffix in {".py", ".md", ".mjs", ".js"}
 ]
 SOURCES = [p for p in SOURCES if "node_modules" not in p.parts and p.name != Path(__file__).name]
-#: Documents outside the repository that comments once cited (now replaced by docs/design.md anchors).
+#: Documents outside the repository: a reader of the repository cannot open them, so code cites docs/design.md.
 OUTSIDE = re.compile(r"behaviour\.md|\.\./shared|stack-notes|a2a-wire-notes")
 CITED_ANCHOR = re.compile(r"design\.md#([a-z0-9-]+)")
 
@@ -28,3 +29,39 @@ def test_every_cited_design_anchor_exists() -> None:
     }
     assert cited, "the code cites the design document"
     assert sorted((str(p), a) for p, a in cited if a not in anchors) == []
+
+
+#: Code the repository runs or ships: the package, its tests, the benchmarks, scripts, deployment files and
+#: clients. The benchmark reports (bench/results/) and guide (bench/README.md) are documents, not code.
+CODE_ROOTS = ("agui_bridge", "tests", "bench", "scripts", "deploy", "clients", "wsgi.py")
+SKIPPED_DIRS = {"node_modules", "__pycache__", ".pytest_cache", ".mypy_cache", "results"}
+#: A tracker's issue or a review's finding by number, or a numbered section of some other document: none of
+#: them can be read from the repository, so a comment says the why itself (or cites a docs/design.md anchor).
+UNREADABLE_REFERENCE = re.compile(r"\b(issue|finding)[ _-]?#?\d|\btest_finding_|§ ?\d", re.IGNORECASE)
+
+
+def _code_files() -> list[Path]:
+    files: list[Path] = []
+    for name in CODE_ROOTS:
+        root = ROOT / name
+        if root.is_file():
+            files.append(root)
+            continue
+        for directory, subdirs, names in os.walk(root):
+            subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS and not d.startswith(".")]
+            files += [Path(directory) / n for n in names if not n.endswith((".pyc", ".png", ".ico"))]
+    return [p for p in files if p != Path(__file__) and p != ROOT / "bench" / "README.md"]
+
+
+def test_no_code_or_test_names_an_issue_a_finding_or_a_numbered_section() -> None:
+    offenders = []
+    for path in _code_files():
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError:
+            continue  # a binary file holds no comment
+        offenders += [
+            f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(lines, 1) if UNREADABLE_REFERENCE.search(line)
+        ]
+    assert _code_files(), "the code roots exist"
+    assert offenders == []

@@ -2,7 +2,7 @@
 
 A run outlives its connection: the bridge keeps it going for its reattach window and serves
 `GET extensions/iac-code/v1/threads/{threadId}/runs/{runId}/events` (`Ros-Invocation-Id` header) with
-`Last-Event-ID: <n>` (README "Reattaching to a run"). The follower reads a run's stream; when the
+`Last-Event-ID: <n>` (docs/reattach.md#reattaching-from-a-client). The follower reads a run's stream; when the
 connection drops or the body ends before the terminal event, it says so on stderr, waits (bounded
 retries, doubling backoff, reset by any progress) and reattaches after the last id it has seen, and it
 drops every event whose id it has already passed, so the caller sees each event once and in order.

@@ -1,7 +1,7 @@
 """The SSE side of `agui-bridge chat`: record ids as positions, records decoded into AG-UI events (pure).
 
 The bridge numbers every event of a run (`id: <n>`, 1 for RUN_STARTED) so a client can reattach after
-a dropped connection and drop what it has already seen (README "Reattaching to a run"). The repository's
+a dropped connection and drop what it has already seen (docs/reattach.md#reattaching-from-a-client). The repository's
 one SSE reader, `agui_bridge.protocol.sse_parser`, does the framing (LF, CRLF and lone CR line ends,
 comments such as heartbeats dropped, only complete records decoded) and hands each record's `id:` over;
 here it becomes a position.

@@ -1,4 +1,4 @@
-"""Named caps on what one request may make the bridge do or store (README "Limits").
+"""Named caps on what one request may make the bridge do or store (docs/http-api.md#limits).
 
 Every cap is checked before the expensive work (schema validation, digests, state writes), so the
 worst request a client can send costs a bounded, small amount of CPU and disk. Values are chosen

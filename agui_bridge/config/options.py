@@ -6,9 +6,9 @@ documented fallbacks, default, converter and error, help, secret or not, the `Se
 Everything else is derived from the table: the argparse flags, the resolution with the source of each value
 (`agui-bridge config show`), the environment a `serve` worker and the managed child inherit, the defaults of
 the `Settings` dataclass (`config/settings.py`, which also turns a resolution into `Settings`), and the
-README's configuration table (a unit test reads it against this table). Tokens are environment/YAML only and
-never printed. stdlib only at import (this runs in the gunicorn master before fork). The value converters
-live in `config/values.py`, the YAML file reading in `config/yaml_file.py`.
+configuration table of docs/configuration.md (a unit test reads it against this table). Tokens are
+environment/YAML only and never printed. stdlib only at import (this runs in the gunicorn master before
+fork). The value converters live in `config/values.py`, the YAML file reading in `config/yaml_file.py`.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ CONNECTION_HEADROOM_FRACTION = 0.10
 
 def worker_connections_for(max_active_runs: int) -> int:
     """gunicorn's `worker_connections` for `--max-active-runs`: when gevent's pool is full the worker stops
-    accepting, so without headroom a full worker could not even answer `/health` (README "Capacity")."""
+    accepting, so without headroom a full worker could not even answer `/health` (docs/operations.md#capacity)."""
     return max_active_runs + max(CONNECTION_HEADROOM_MIN, int(max_active_runs * CONNECTION_HEADROOM_FRACTION))
 
 

@@ -10,7 +10,7 @@ script (matching rules: demo/README.md "Interrupts"). What it remembers per task
 Pipeline steps become envelopes numbered by a per-task ``pipeline.PipelineRun``. ``WaitSideband`` blocks
 inside ``execute`` on a future that ``take_sideband_answer`` (called by the server for a unary
 ``SendMessage``) resolves, so the turn goes on in the background while the answer's request returns at
-once (README "Pipeline").
+once (docs/http-api.md#interrupts-and-resume).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ CANCEL_TEARDOWN_S = 0.2
 #: Marker in a user text that makes ``ensure-restored`` answer 409 for that turn's session.
 BACKUP_NOT_READY_MARKER = "[backup_not_ready]"
 #: After a sideband answer the turn waits this long for a ``SubscribeToTask`` before it goes on, so
-#: the follower sees every later event (the kernel goes on at once; see README "Pipeline").
+#: the follower sees every later event (the kernel goes on at once; see docs/http-api.md#interrupts-and-resume).
 SIDEBAND_SUBSCRIBE_GRACE = 3.0
 
 

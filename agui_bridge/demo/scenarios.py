@@ -51,7 +51,7 @@ plain      (anything else)                         three text deltas, usage, fin
 
 Interrupts: a script is a generator, and the interpreter ``send()``s each step's outcome back into
 it. An ``Ask`` step makes the interpreter emit INPUT_REQUIRED with ``metadata.iac_code.input`` and
-park the generator on the task; the answers (see README "Interrupts") resume it, and the tuple of
+park the generator on the task; the answers (see docs/http-api.md#interrupts-and-resume) resume it, and the tuple of
 answers is the value of the ``yield``. The turn after an answer is shaped like
 ``iac-c-resume-allow.sse``/``iac-d2-resume-deny.sse``. Text sent while only permissions are pending
 is guidance: a normal turn (``plain`` if the text would pick an interrupt scenario) and the
@@ -61,7 +61,7 @@ Pipeline: ``PipelineEvent``/``PipelineBatch`` steps become ``metadata.iac_code.p
 ``pipelineBatch`` envelopes (the interpreter adds ids, sequence, run ids and timestamps); an ``Ask``
 may carry a ``pipeline`` template for its ``input_required`` envelope; ``WaitSideband`` waits for a
 permission while the task stays WORKING and the turn keeps running (answered by a unary
-``SendMessage``). See README "Pipeline".
+``SendMessage``). See docs/http-api.md#interrupts-and-resume.
 """
 
 from __future__ import annotations
@@ -780,7 +780,7 @@ def _candidate_events(index: int, step: PipelineStep) -> list[list[PipelineEvent
 
 
 def _pipeline(text: str) -> Script:
-    """The iac-code "selling" Pipeline over three turns of one task (see README "Pipeline")."""
+    """The iac-code "selling" Pipeline over three turns of one task (see docs/http-api.md#interrupts-and-resume)."""
     fail = FAIL_DEPLOY_MARKER in text.lower()
     yield PipelineEvent("pipeline_started", "pipeline", {"steps": list(PIPELINE_STEPS), "request": text})
 

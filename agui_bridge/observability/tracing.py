@@ -10,7 +10,7 @@ Spans: `POST /` and the extension routes (continuing an incoming W3C `traceparen
 the kernel), `agui.resume_preflight` and `agui.run` (the stream as a whole, with the outcome). A
 resume's `agui.run` span *links* to the trace of the run that announced its interrupt: admission
 stores that run's `traceparent` in the execution record (the only tracing datum ever written to a
-thread file) and hands it to the resume (docs: README "Tracing").
+thread file) and hands it to the resume (docs/operations.md#tracing-opentelemetry).
 
 Attributes carry ids and outcomes only. Errors are recorded as the exception type and, for a
 `BridgeError`, its code: never the exception message, which may quote kernel or user text.

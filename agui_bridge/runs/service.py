@@ -285,7 +285,7 @@ class BridgeService:
             self._active += 1
             self._streams[stream.key] = stream
         PROCESS_RUNS.add(stream.key, stream)
-        stream.client_watch = watch_client_eof(client_socket, stream.client_departed)  # README "Capacity"
+        stream.client_watch = watch_client_eof(client_socket, stream.client_departed)  # docs/operations.md#capacity
         return stream
 
     def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> dict[str, str]:

@@ -238,7 +238,7 @@ def to_document(state: ThreadState) -> dict[str, object]:
     re-reads the file (docs/design.md#decision-many-workers-one-truth), the file is the only place
     that order can live. Serialise with `sort_keys=False`. For the same reason
         `runDigests` and `terminalExecutionIds` keep their age order (newest last): they are bounded
-        windows (README "Limits") and the file is where "newest" is remembered.
+        windows (docs/http-api.md#limits) and the file is where "newest" is remembered.
     """
     execution = state.execution
     execution_doc: dict[str, object] = {

@@ -154,7 +154,7 @@ def _check_message(message: object, index: int, parts_seen: int) -> int:
 
 
 def check_run_input_bounds(raw: Mapping[str, object]) -> None:
-    """The RunAgentInput caps: ids, list sizes, message text, parts (README "Limits")."""
+    """The RunAgentInput caps: ids, list sizes, message text, parts (docs/http-api.md#limits)."""
     for camel, snake in (("threadId", "thread_id"), ("runId", "run_id")):
         name, value = _alias(raw, camel, snake)
         check_id(value, (name,), required=True)

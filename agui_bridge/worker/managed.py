@@ -1,4 +1,4 @@
-"""The managed upstream child (docs: README "Configuration"): a loopback A2A server we start and stop.
+"""The managed upstream child (docs/configuration.md): a loopback A2A server we start and stop.
 
 The child is an LLM-driven agent with tools, so it gets only the environment it needs (an allow-list,
 never the bridge's own `IAC_CODE_AGUI_*` settings or tokens, no proxies), dies with the process that

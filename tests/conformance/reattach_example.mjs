@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-// Reattaching to a live agui-bridge run from JavaScript or TypeScript (README "Reattaching to a run").
+// Reattaching to a live agui-bridge run from JavaScript or TypeScript (docs/reattach.md, "Reattaching from a client").
 //
 // @ag-ui/client's HttpAgent cannot reconnect, so this reads the SSE itself: every event of a run carries
 // `id: <n>` (1 = RUN_STARTED). Keep the last id; after a cut, GET the run's events route with
 // `Last-Event-ID` and go on. The events are plain AG-UI events: feed them to @ag-ui/client's
-// `verifyEvents` or your own reducer. The README quotes the part between the markers.
+// `verifyEvents` or your own reducer. docs/reattach.md quotes the part between the markers.
 //
 // Self-test (tests/e2e/test_reattach_clients.py runs it against a live bridge):
 //   node reattach_example.mjs --url <bridge base url> --token <bearer> --cwd <workspace> --message <text> --cut-after <n>

@@ -136,4 +136,4 @@ def test_the_readme_quotes_the_javascript_example() -> None:
     source = EXAMPLE.read_text(encoding="utf-8")
     begin, end = "// --- reattach example: begin\n", "// --- reattach example: end\n"
     snippet = source[source.index(begin) + len(begin) : source.index(end)]
-    assert snippet.strip() in (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert snippet.strip() in (REPO_ROOT / "docs" / "reattach.md").read_text(encoding="utf-8")

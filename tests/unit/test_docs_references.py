@@ -14,6 +14,15 @@ SOURCES = [p for p in SOURCES if "node_modules" not in p.parts and p.name != Pat
 #: Documents outside the repository: a reader of the repository cannot open them, so code cites docs/design.md.
 OUTSIDE = re.compile(r"behaviour\.md|\.\./shared|stack-notes|a2a-wire-notes")
 CITED_ANCHOR = re.compile(r"design\.md#([a-z0-9-]+)")
+#: The reader's documents: the README (the front door) and the reference it links to.
+DOCUMENTS = [
+    ROOT / "README.md",
+    ROOT / "bench" / "README.md",
+    ROOT / "deploy" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+FENCED_BLOCK = re.compile(r"```.*?```", re.S)
 
 
 def test_no_source_cites_a_document_outside_the_repository() -> None:
@@ -24,9 +33,7 @@ def test_no_source_cites_a_document_outside_the_repository() -> None:
 
 def test_every_cited_design_anchor_exists() -> None:
     anchors = set(re.findall(r'<a id="([^"]+)"></a>', (ROOT / "docs" / "design.md").read_text()))
-    cited = {
-        (p.relative_to(ROOT), a) for p in [*SOURCES, ROOT / "README.md"] for a in CITED_ANCHOR.findall(p.read_text())
-    }
+    cited = {(p.relative_to(ROOT), a) for p in [*SOURCES, *DOCUMENTS] for a in CITED_ANCHOR.findall(p.read_text())}
     assert cited, "the code cites the design document"
     assert sorted((str(p), a) for p, a in cited if a not in anchors) == []
 
@@ -65,3 +72,28 @@ def test_no_code_or_test_names_an_issue_a_finding_or_a_numbered_section() -> Non
         ]
     assert _code_files(), "the code roots exist"
     assert offenders == []
+
+
+def markdown_anchors(path: Path) -> set[str]:
+    """The anchors a link into `path` may name: explicit `<a id>`s and GitHub's slugs of its headings."""
+    text = path.read_text(encoding="utf-8")
+    headings = re.findall(r"^#+ (.*)$", text, re.M)
+    slugs = {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+    return slugs | set(re.findall(r'<a id="([^"]+)"', text))
+
+
+def test_every_relative_link_in_the_docs_resolves() -> None:
+    """The README sends readers into docs/, bench/ and deploy/: a moved section must not leave a dead link."""
+    dead = []
+    for document in DOCUMENTS:
+        prose = FENCED_BLOCK.sub("", document.read_text(encoding="utf-8"))
+        for target in MARKDOWN_LINK.findall(prose):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            destination = (document.parent / path).resolve() if path else document
+            if not destination.exists():
+                dead.append(f"{document.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and destination.suffix == ".md" and anchor not in markdown_anchors(destination):
+                dead.append(f"{document.relative_to(ROOT)}: {target} (no such anchor)")
+    assert dead == []

@@ -1,4 +1,4 @@
-"""Concurrency back-ends (the only module that imports gevent).
+"""Concurrency back-ends: gevent greenlets in a patched worker, threads everywhere else.
 
 gunicorn's gevent worker patches the process; there greenlets pump upstream streams. Anywhere the
 socket module is not patched (Flask dev server, legacy WSGI hosts, an unpatched test client) real

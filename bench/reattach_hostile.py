@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import datetime
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -257,6 +258,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--note", default="")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="agui-bench-reattach-hostile-") as tmp, running_demo_agent(TOKEN) as a2a:
         root = Path(tmp)
         with bridge(a2a, root, args.workers, reattach_window=30, client_write_timeout=WRITE_TIMEOUT_S) as url:
@@ -280,7 +282,9 @@ def main() -> None:
         "hostile": hostile_part,
         "targets": TARGETS,
         "targets_met": met,
-        "note": args.note or "shared 2-core machine, loaded by other engineers' work during the run",
+        # Measured, not assumed: the 1-minute load average before and after (the machine has os.cpu_count() CPUs).
+        "note": (f"{args.note}; " if args.note else "")
+        + f"{os.cpu_count()} CPUs, load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after",
     }
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"{datetime.date.today().isoformat()}-reattach-hostile"

@@ -9,20 +9,7 @@ import pytest
 
 from agui_bridge.demo import scenarios as sc
 from agui_bridge.demo.executor import PIPELINE_EXTENSION_URI, PipelineRun
-
-
-def drive(text: str, answers: list[tuple[str, ...]]) -> list[sc.Step]:
-    """Run a script, answering each ``Ask``/``WaitSideband`` with the next tuple of ``answers``."""
-    script = sc.script_for(text)
-    steps: list[sc.Step] = []
-    outcome: object = None
-    while True:
-        try:
-            step = script.send(outcome)
-        except StopIteration:
-            return steps
-        steps.append(step)
-        outcome = answers.pop(0) if isinstance(step, sc.Ask | sc.WaitSideband) else None
+from tests.emitted_streams import drive
 
 
 def envelopes(steps: list[sc.Step]) -> list[sc.PipelineEvent]:

@@ -9,17 +9,20 @@ reattaching agent; ``python_client.py`` plays them with the ``ag-ui-protocol`` m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.bridge_harness import BridgeServer, bridge_server
 from tests.conftest_conformance import in_ci
 
 INTEROP_DIR = Path(__file__).resolve().parent
@@ -151,3 +154,24 @@ def run_outcome(run: dict[str, Any]) -> str:
     if run["terminal"] == "RUN_ERROR":
         return f"error:{run['code']}"
     return str(run["outcome"])
+
+
+@dataclass
+class Bridge:
+    """A bridge with the demo agent behind it, its bearer token and a workspace inside its allowed roots."""
+
+    server: BridgeServer
+    token: str
+    workspace: Path
+
+
+@contextlib.contextmanager
+def interop_bridge(root: Path, demo_url: str, demo_token: str) -> Iterator[Bridge]:
+    """Two gevent workers with a bearer token and a reattach window, so a cut connection leaves the run to its
+    reattach (docs/design.md#reattach), as the clients under test expect of a production bridge."""
+    workspace = root / "workspace"
+    workspace.mkdir()
+    token = "agui-" + secrets.token_urlsafe(24)
+    env = {"IAC_CODE_AGUI_AUTH_TOKEN": token}
+    with bridge_server(demo_url, demo_token, root / "state", root, workers=2, reattach_window=30, env=env) as server:
+        yield Bridge(server, token, workspace)

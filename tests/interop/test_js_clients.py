@@ -16,26 +16,15 @@ records every ``console.warn``/``console.error``.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.bridge_harness import BridgeServer, bridge_server
 from tests.cutting_proxy import cutting_proxy
-from tests.interop.harness import BY_NAME, SCENARIOS, Scenario, drive, node_or_skip, run_outcome
+from tests.interop.harness import BY_NAME, SCENARIOS, Bridge, Scenario, drive, interop_bridge, node_or_skip, run_outcome
 
 pytestmark = pytest.mark.e2e
-
-
-@dataclass
-class Bridge:
-    server: BridgeServer
-    token: str
-    workspace: Path
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +34,8 @@ def node() -> str:
 
 @pytest.fixture(scope="module")
 def bridge(node: str, tmp_path_factory: pytest.TempPathFactory, demo_url: str, demo_token: str) -> Iterator[Bridge]:
-    root = tmp_path_factory.mktemp("interop")
-    workspace = root / "workspace"
-    workspace.mkdir()
-    token = "agui-" + secrets.token_urlsafe(24)
-    env = {"IAC_CODE_AGUI_AUTH_TOKEN": token}
-    # A reattach window, so a cut connection leaves the run to its reattach (docs/design.md#reattach).
-    with bridge_server(demo_url, demo_token, root / "state", root, workers=2, reattach_window=30, env=env) as server:
-        yield Bridge(server, token, workspace)
+    with interop_bridge(tmp_path_factory.mktemp("interop"), demo_url, demo_token) as bridge:
+        yield bridge
 
 
 def play(node: str, bridge: Bridge, client: str) -> dict[str, dict[str, Any]]:

@@ -6,39 +6,23 @@ event the models cannot describe whole.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import requests
 
 from tests.agui_checks import parse_sse
-from tests.bridge_harness import BridgeServer, bridge_server
 from tests.cutting_proxy import cutting_proxy
-from tests.interop.harness import BY_NAME, SCENARIOS, Scenario
+from tests.interop.harness import BY_NAME, SCENARIOS, Bridge, Scenario, interop_bridge
 from tests.interop.python_client import play
 
 pytestmark = pytest.mark.e2e
 
 
-@dataclass
-class Bridge:
-    server: BridgeServer
-    token: str
-    workspace: Path
-
-
 @pytest.fixture(scope="module")
 def bridge(tmp_path_factory: pytest.TempPathFactory, demo_url: str, demo_token: str) -> Iterator[Bridge]:
-    root = tmp_path_factory.mktemp("interop-python")
-    workspace = root / "workspace"
-    workspace.mkdir()
-    token = "agui-" + secrets.token_urlsafe(24)
-    env = {"IAC_CODE_AGUI_AUTH_TOKEN": token}
-    with bridge_server(demo_url, demo_token, root / "state", root, workers=2, reattach_window=30, env=env) as server:
-        yield Bridge(server, token, workspace)
+    with interop_bridge(tmp_path_factory.mktemp("interop-python"), demo_url, demo_token) as bridge:
+        yield bridge
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)

@@ -74,6 +74,19 @@ def test_no_code_or_test_names_an_issue_a_finding_or_a_numbered_section() -> Non
     assert offenders == []
 
 
+def test_no_document_names_an_issue_a_finding_or_a_numbered_section() -> None:
+    """The reader's documents and the benchmark reports say what changed in their own words, too."""
+    reports = sorted((ROOT / "bench" / "results").glob("*.md"))
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in [*DOCUMENTS, *reports]
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if UNREADABLE_REFERENCE.search(line)
+    ]
+    assert reports, "the benchmark reports exist"
+    assert offenders == []
+
+
 def markdown_anchors(path: Path) -> set[str]:
     """The anchors a link into `path` may name: explicit `<a id>`s and GitHub's slugs of its headings."""
     text = path.read_text(encoding="utf-8")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import enum
 import os
-import sys
 import threading
 import time
 from collections import deque
@@ -38,6 +37,7 @@ from agui_bridge.store.filewrite import replace as _replace
 from agui_bridge.store.filewrite import stamp as _stamp
 from agui_bridge.store.filewrite import syncfs_all as _syncfs_all
 from agui_bridge.store.handoff import Waiter, native_primitives, new_waiter
+from agui_bridge.worker.fork import after_fork_in_child
 
 __all__ = ["Durability", "FileSignature", "StateWriter", "WriteError", "file_signature", "state_writer"]
 
@@ -54,12 +54,6 @@ SYNCFS_MIN_FILES = 8
 SYNC_BATCH_INTERVAL_S = 0.25
 #: The writer wakes at least this often to hand aged writes to the syncer.
 IDLE_POLL_S = 0.5
-#: In a gevent worker, the longest the busy hub keeps the GIL from a writer thread that asks for it
-#: (Python's default is 5 ms). A write re-takes the GIL after each of its ~6 system calls, so with the
-#: default a crash-class commit waited up to 30 ms for the GIL alone while greenlets kept the hub busy
-#: (docs/design.md#state-writer). Only lowered, never raised; no effect while no other thread wants the GIL,
-#: and the number of forced switches is one per request whatever the interval: only their delay shrinks.
-HUB_SWITCH_INTERVAL_S = 0.00025
 
 
 class Durability(enum.Enum):
@@ -125,11 +119,8 @@ class StateWriter:
     """
 
     def __init__(self) -> None:
-        self._pid = os.getpid()
         lock, start_thread, patched = native_primitives()
         self._patched = patched
-        if patched and sys.getswitchinterval() > HUB_SWITCH_INTERVAL_S:
-            sys.setswitchinterval(HUB_SWITCH_INTERVAL_S)
         self._lock_factory = lock
         self._lanes = {durability: _Lane(durability, lock) for durability in Durability}
         #: Crash-class files renamed into place but not yet fsynced: path -> (open descriptor, written at).
@@ -328,12 +319,30 @@ _writer_guard = threading.Lock()
 
 
 def state_writer() -> StateWriter:
-    """This process's writer (a forked child gets its own: threads do not survive fork)."""
+    """This process's writer, started on first use."""
     global _writer
     writer = _writer
-    if writer is not None and writer._pid == os.getpid():
+    if writer is not None:
         return writer
     with _writer_guard:
-        if _writer is None or _writer._pid != os.getpid():
+        if _writer is None:
             _writer = StateWriter()
         return _writer
+
+
+def forget_state_writer() -> None:
+    """The next `state_writer()` starts a new writer (tests that need one no earlier write reaches). The
+    forgotten writer keeps its threads: they finish what they hold, then idle."""
+    global _writer
+    with _writer_guard:
+        _writer = None
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's writer threads do not exist here and its guard may have been copied
+    while held (docs/design.md#fork-registry)."""
+    global _writer, _writer_guard
+    _writer, _writer_guard = None, threading.Lock()
+
+
+after_fork_in_child(_forget_after_fork)

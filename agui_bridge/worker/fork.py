@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import os
 import threading
+import types
 import weakref
 from collections.abc import Callable
 
@@ -35,10 +36,27 @@ def after_fork_in_child(reset: _Reset) -> None:
         key = _next_key
         _next_key += 1
         if inspect.ismethod(reset):
-            _resets[key] = weakref.WeakMethod(reset, lambda _ref: _resets.pop(key, None))
+            _resets[key] = _weak_method(reset.__self__, reset.__func__, key)
         else:
             _resets[key] = lambda: reset
-    # The resets of objects made later are added to the same table: one hook, installed once below.
+
+
+def _weak_method(owner: object, func: Callable[[object], None], key: int) -> Callable[[], _Reset | None]:
+    """`owner.func`, while `owner` lives; its entry leaves the table with it. (Not `weakref.WeakMethod`,
+    whose callback fails at interpreter exit when the WeakMethod goes before its object.) The callback holds
+    the table itself, not the module global, which is gone at interpreter exit."""
+    resets = _resets
+
+    def forget(_ref: weakref.ref[object]) -> None:
+        resets.pop(key, None)
+
+    owner_ref = weakref.ref(owner, forget)
+
+    def bound() -> _Reset | None:
+        alive = owner_ref()
+        return None if alive is None else types.MethodType(func, alive)
+
+    return bound
 
 
 def registered() -> int:
@@ -47,7 +65,7 @@ def registered() -> int:
 
 
 def _run_resets_in_child() -> None:
-    """The child is single-threaded here: the table and its guard are reset first, then every reset runs
+    """The child is single-threaded here: the guard is made anew first, then every reset runs
     even if one fails (the first failure is raised afterwards, reported by Python as unraisable)."""
     global _guard
     _guard = threading.Lock()  # it may have been copied while another thread of the parent held it

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import json
 import os
+import subprocess
+import sys
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -124,3 +126,18 @@ def test_every_reset_runs_in_the_child_even_after_one_fails() -> None:
         del failing  # weakly held: unregistered with it
     assert child == {"reset_count": 1}
     assert later.reset_count == 0  # the parent's object is untouched
+
+
+_EXIT_SCRIPT = """
+import sys
+from agui_bridge.store.store import ThreadStore
+stores = [ThreadStore(sys.argv[1]) for _ in range(3)]  # alive until the interpreter clears its modules
+"""
+
+
+def test_objects_alive_at_interpreter_exit_leave_nothing_on_stderr(tmp_path: Path) -> None:
+    """A launcher's refusal is one line on stderr: the registry's weak references add nothing at exit."""
+    out = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (out.returncode, out.stderr) == (0, "")

@@ -14,6 +14,7 @@ from pathlib import Path
 from agui_bridge.reattach import budget as budget_mod
 from agui_bridge.store import flock
 from agui_bridge.store import handoff as handoff_mod
+from agui_bridge.store import owner as owner_mod
 from agui_bridge.store import writer as writer_mod
 from agui_bridge.store.model import new_thread
 from agui_bridge.store.store import ThreadStore
@@ -58,6 +59,7 @@ def test_a_forked_child_gets_fresh_per_process_objects(tmp_path: Path) -> None:
     budget_mod._budgets[(tmp_path, 1, 0)] = object()  # type: ignore[assignment]
     flock._current()
     upstream = ManagedUpstream("demo")
+    parent_owner = owner_mod.current_owner()
     assert len(store._cache) == 1 and writer_mod._writer is parent_writer
 
     def probe() -> Report:
@@ -71,6 +73,8 @@ def test_a_forked_child_gets_fresh_per_process_objects(tmp_path: Path) -> None:
             "budgets": len(budget_mod._budgets),
             "flock_registry": flock._registry is not None,
             "stops_upstream_at_exit": upstream._stops_at_exit,
+            "owner_forgotten": owner_mod._cache is None,
+            "owner_names_the_child": owner_mod.current_owner().split(":")[-2] == str(os.getpid()),
         }
 
     try:
@@ -88,9 +92,12 @@ def test_a_forked_child_gets_fresh_per_process_objects(tmp_path: Path) -> None:
         "budgets": 0,
         "flock_registry": False,
         "stops_upstream_at_exit": False,
+        "owner_forgotten": True,
+        "owner_names_the_child": True,
     }
     # The parent keeps what it had.
     assert writer_mod._writer is parent_writer and len(store._cache) == 1 and upstream._stops_at_exit
+    assert owner_mod.current_owner() == parent_owner
 
 
 class _Resettable:

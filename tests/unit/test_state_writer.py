@@ -141,6 +141,88 @@ def test_concurrent_power_commits_share_one_directory_sync(tmp_path: Path, gate:
     assert fsyncs.count("dir") == 2
 
 
+def test_a_power_batch_fsyncs_its_files_concurrently(
+    tmp_path: Path, gate: _Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files of one power-class batch are fsynced by several threads at once, so they share the
+    filesystem's journal commits; the waiters still return only once their file and directory are synced."""
+    store = ThreadStore(tmp_path)
+    _commit(store, "warm-up", Durability.POWER)
+    guard = threading.Lock()
+    inside = [0, 0]  # now, most at once
+    two_at_once = threading.Event()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        with guard:
+            inside[0] += 1
+            inside[1] = max(inside[1], inside[0])
+            if inside[0] >= 2:
+                two_at_once.set()
+        two_at_once.wait(2)  # bounded: a writer that fsyncs one file after another never gets here twice
+        try:
+            real_fsync(fd)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    state_writer().before_batch = gate
+    workers = [threading.Thread(target=_commit, args=(store, f"thread-{i}", Durability.POWER)) for i in range(4)]
+    workers[0].start()
+    assert gate.reached.wait(10)
+    for worker in workers[1:]:
+        worker.start()
+    while state_writer().pending(Durability.POWER) < 3:
+        threading.Event().wait(0.01)
+    monkeypatch.setattr(os, "fsync", fsync)
+    gate.release.set()
+    for worker in workers:
+        worker.join(30)
+    assert gate.batches == [1, 3]
+    assert inside[1] >= 2
+    assert all(store.read(f"thread-{i}") == _state(f"thread-{i}") for i in range(4))
+
+
+def test_a_failed_file_sync_fails_only_that_power_commit(
+    tmp_path: Path, gate: _Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = ThreadStore(tmp_path)
+    _commit(store, "warm-up", Durability.POWER)
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if ".thread-bad." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(5, "I/O error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    state_writer().before_batch = gate
+    outcomes: dict[str, str] = {}
+
+    def commit(thread_id: str) -> None:
+        try:
+            _commit(store, thread_id, Durability.POWER)
+            outcomes[thread_id] = "ok"
+        except StateWriteFailed:
+            outcomes[thread_id] = "failed"
+
+    names = ["thread-a", "thread-bad", "thread-c"]
+    first = threading.Thread(target=commit, args=("thread-first",))
+    first.start()
+    assert gate.reached.wait(10)
+    workers = [threading.Thread(target=commit, args=(name,)) for name in names]
+    for worker in workers:
+        worker.start()
+    while state_writer().pending(Durability.POWER) < 3:
+        threading.Event().wait(0.01)
+    gate.release.set()
+    for worker in [first, *workers]:
+        worker.join(30)
+    assert outcomes == {"thread-first": "ok", "thread-a": "ok", "thread-bad": "failed", "thread-c": "ok"}
+    assert store.read("thread-bad") is None  # not renamed into place, and no temporary file left
+    assert list(tmp_path.rglob("*.tmp")) == []
+
+
 def test_crash_class_commit_returns_before_any_fsync(
     tmp_path: Path, fsyncs: list[str], deferred_gate: threading.Event
 ) -> None:

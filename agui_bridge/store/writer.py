@@ -40,7 +40,15 @@ from agui_bridge.store.filewrite import syncfs_all as _syncfs_all
 from agui_bridge.store.handoff import Waiter, native_primitives, new_waiter
 from agui_bridge.worker.fork import after_fork_in_child
 
-__all__ = ["Durability", "FileSignature", "StateWriter", "WriteError", "file_signature", "state_writer"]
+__all__ = [
+    "Durability",
+    "FileSignature",
+    "StateWriter",
+    "WriteError",
+    "file_signature",
+    "forget_state_writer",
+    "state_writer",
+]
 
 #: A crash-class write is fsynced in the background once it is this old and still current: most are
 #: replaced sooner (admission by the identity commit of the same run) and then need no sync at all.

@@ -1,7 +1,9 @@
 """WSGI entry point: `gunicorn -c deploy/gunicorn.conf.py wsgi:app`. No patching, no I/O here.
 
-The app reads the IAC_CODE_AGUI_* environment through the same validation as `agui-bridge serve`
-(deploy/gunicorn.conf.py already refused bad values in the master). An invalid value is one line on
+Logging and tracing are set up for the process first (`configure_process`), then the app is built;
+uWSGI (deploy/uwsgi.ini) loads this module too. The app reads the IAC_CODE_AGUI_* environment through
+the same validation as `agui-bridge serve` (deploy/gunicorn.conf.py already refused bad values in the
+master). An invalid value is one line on
 stderr and exit status 3, gunicorn's "worker failed to boot", which stops the server. A state directory
 open to group or others is one warning line, as with `agui-bridge serve` (docs/design.md#state-location).
 """
@@ -12,6 +14,7 @@ import sys
 from agui_bridge import create_app
 from agui_bridge.cli.doctor import startup_problems
 from agui_bridge.config import ConfigError, load_settings
+from agui_bridge.worker.process import configure_process
 
 try:
     settings = load_settings(os.environ)
@@ -23,4 +26,5 @@ except ConfigError as exc:
 for line in startup_problems(settings.state_dir, None)[1]:
     sys.stderr.write(f"agui-bridge: {line}\n")
 sys.stderr.flush()
+configure_process(settings)  # logging, tracing, switch interval: the process's, before its app
 app = create_app(settings)

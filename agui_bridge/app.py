@@ -12,7 +12,7 @@ from flask import Flask, Response, g, request
 from agui_bridge.config.settings import Settings, load_settings
 from agui_bridge.kernel.client import A2AClient
 from agui_bridge.observability import tracing
-from agui_bridge.observability.logs import configure_logging, reset_log_context
+from agui_bridge.observability.logs import reset_log_context
 from agui_bridge.runs.observer import NULL_OBSERVER, NullObserver
 from agui_bridge.runs.service import BridgeService
 from agui_bridge.store.store import ThreadStore
@@ -71,11 +71,12 @@ def _observer(settings: Settings) -> NullObserver | PrometheusObserver:
 def create_app(settings: Settings | None = None) -> Flask:
     """Build one app per worker process (after fork): no I/O happens here beyond object creation.
 
-    Without `settings` (wsgi.py) the IAC_CODE_AGUI_* environment goes through the same validation as
-    `agui-bridge serve`; an invalid value raises ConfigError.
+    Without `settings` the IAC_CODE_AGUI_* environment goes through the same validation as
+    `agui-bridge serve`; an invalid value raises ConfigError. Nothing process-wide is set up here (logging,
+    tracing, the switch interval): a process that serves calls `worker.process.configure_process` first,
+    and only then does the app trace its requests (docs/design.md#process-setup).
     """
     settings = settings or load_settings(os.environ)
-    configure_logging(settings.log_level, settings.log_format)
     app = Flask("agui_bridge")
     # A path with "//" (an id holding "/" sent percent-encoded) is 404, not a redirect to a merged path.
     app.url_map.merge_slashes = False
@@ -100,7 +101,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     app.before_request(_guard_request)
     app.after_request(_echo_request_id)
-    if tracing.configure():  # once per process, from the OTEL_* variables; nothing is hooked when off
+    if tracing.enabled():  # set up by the process's entry point; nothing is hooked when off
         app.before_request(_begin_trace)
         app.after_request(_trace_status)
         app.teardown_request(_end_trace)

@@ -203,6 +203,12 @@ def main() -> int:
         runtime_backend="gevent",
         metrics_enabled=False,
     )
+    try:  # as a worker's entry point does (a checkout from before it existed did this in create_app)
+        from agui_bridge.worker.process import configure_process
+    except ImportError:
+        pass
+    else:
+        configure_process(settings)
     client = create_app(settings).test_client()
     logging.disable(logging.INFO)  # one "run ended" line per turn would be measured too
     samples: dict[str, list[float]] = defaultdict(list)

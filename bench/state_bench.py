@@ -22,15 +22,27 @@ syscalls the gevent worker makes, where each of them also stalls the hub):
                        from the writer waking the waiter to the greenlet running again (`_wake`), with
                        the hub idle and with the hub busy (CPU-bound greenlets).
 
+* `mechanisms`         (`--mechanisms`, patched child, seconds) each custom mechanism of `store/` against
+                       the library's equivalent, in the same process, alternated (docs/design.md#state-writer):
+                       `handoff`: a greenlet hands a write + rename to a native thread and waits, through
+                       `store/handoff.py` vs `gevent.get_hub().threadpool.apply` (wall per call and hub CPU,
+                       idle hub and busy hub); `doc_cache`: hub CPU of a locked read + commit with the
+                       document cache vs reading the file each time (a new thread, and one with 50 turns);
+                       `writer`: 50 concurrent power-class commits (burst wall time, fsync calls) and a
+                       crash-class commit made during such a burst, through the two-lane writer vs one
+                       gevent ThreadPool (10 threads) doing each commit's write, fsyncs and rename per
+                       call, and vs two pools (10 for power-class, 2 for crash-class commits).
+
 Prints one JSON line (times in microseconds).
 Usage: python bench/state_bench.py --dir DIR [--samples 200] [--contention-seconds 5]
+       python bench/state_bench.py --mechanisms [--samples 200]     (quick: seconds)
 """
 
 from __future__ import annotations
 
 import sys
 
-if "--hub" in sys.argv:  # the child measuring the hub: patched before anything else is imported
+if "--hub" in sys.argv or "--mechanisms" in sys.argv:  # measuring the hub: patched before anything is imported
     from gevent import monkey
 
     monkey.patch_all()
@@ -42,9 +54,12 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections import deque
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from agui_bridge.config.settings import Settings
 from agui_bridge.projection.interrupts import build_interrupt
 from agui_bridge.runs.admission import RunTicket, admit_run
 from agui_bridge.runs.digest import request_digest
@@ -53,6 +68,7 @@ from agui_bridge.store import model
 from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
+from agui_bridge.worker.process import configure_process
 
 US = 1_000_000
 
@@ -285,6 +301,7 @@ def hub_costs(root: Path, n: int) -> dict[str, Any]:
 
     from agui_bridge.store import writer as writer_mod
 
+    configure_process(Settings())  # the switch interval of a gevent worker, as its entry point sets it
     store = ThreadStore(root / "hub-state", lock_timeout_s=10)
     cwd = str(root)
     admit(store, "warmup", cwd)
@@ -359,6 +376,225 @@ def hub_costs(root: Path, n: int) -> dict[str, Any]:
     return out
 
 
+class _PoolWriter:
+    """The library's way to the same end: each commit's write, fsyncs and rename as one call on a gevent
+    ThreadPool (no batching, no lanes, no syncer); a crash-class write's fsync is spawned on the pool
+    right after the rename and not waited for (the same durability, sooner)."""
+
+    def __init__(self, pool: Any, crash_pool: Any = None) -> None:
+        self.pool = pool
+        #: A second pool for crash-class writes (one per class, as the writer's lanes), or the same one.
+        self.crash_pool = crash_pool or pool
+        self.fsyncs = 0
+
+    def _write(self, path: Path, payload: bytes | None, power: bool) -> Any:
+        from agui_bridge.store import filewrite
+
+        if payload is None:
+            os.unlink(path)
+            return None, -1
+        fd, tmp_name = filewrite.create_temp(path)
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        signature = filewrite.stamp(fd)
+        if power:
+            os.fsync(fd)
+            self.fsyncs += 1
+        filewrite.replace(tmp_name, path)
+        if power:
+            filewrite.fsync_dir(path.parent)
+            self.fsyncs += 1
+            filewrite.close_file(fd)
+            fd = -1
+        return signature, fd
+
+    def _sync_later(self, fd: int, directory: Path) -> None:
+        from agui_bridge.store import filewrite
+
+        os.fsync(fd)
+        filewrite.fsync_dir(directory)
+        self.fsyncs += 2
+        filewrite.close_file(fd)
+
+    def submit(self, path: Path, payload: bytes | None, durability: Any) -> Any:
+        from agui_bridge.store.writer import Durability
+
+        power = durability is Durability.POWER
+        signature, fd = (self.pool if power else self.crash_pool).apply(self._write, (path, payload, power))
+        if fd >= 0:  # spawned from the hub (a pool thread may not spawn on its own pool)
+            self.pool.spawn(self._sync_later, fd, path.parent)
+        return signature
+
+
+def mechanisms(root: Path, n: int) -> dict[str, Any]:
+    """Each custom mechanism of `store/` against the library's equivalent (runs patched; alternated rounds,
+    so both sides see the same machine). Times in us."""
+    import gevent
+    from gevent.threadpool import ThreadPool
+
+    from agui_bridge.store import filewrite
+    from agui_bridge.store import store as store_mod
+    from agui_bridge.store import writer as writer_mod
+    from agui_bridge.store.doc_cache import DocumentCache
+    from agui_bridge.store.handoff import native_primitives, new_waiter
+
+    configure_process(Settings())  # a gevent worker's switch interval
+    rounds = 3
+    out: dict[str, Any] = {"rounds": rounds, "samples": n, "switch_interval_s": sys.getswitchinterval()}
+    stop = [False]
+
+    def busy() -> None:  # as in hub_costs: 2 ms of CPU, then a short wait
+        while not stop[0]:
+            until = time.perf_counter() + 0.002
+            while time.perf_counter() < until:
+                pass
+            gevent.sleep(0.0001)
+
+    def with_busy_hub(fn: Any) -> Any:
+        stop[0] = False
+        spinners = [gevent.spawn(busy) for _ in range(4)]
+        gevent.sleep(0.01)
+        try:
+            return fn()
+        finally:
+            stop[0] = True
+            gevent.joinall(spinners)
+
+    # ---- hand-off: a greenlet has a native thread write + rename a 2 KiB file, and waits for it.
+    directory = root / "handoff"
+    directory.mkdir(parents=True, exist_ok=True)
+    payload = os.urandom(2048)
+
+    def write_rename(i: int) -> None:
+        target = directory / f"f{i % 50}.json"
+        fd, tmp_name = filewrite.create_temp(target)
+        os.write(fd, payload)
+        filewrite.replace(tmp_name, target)
+        filewrite.close_file(fd)
+
+    lock, start_thread, _patched = native_primitives()
+    jobs: deque[Any] = deque()
+    signal = lock()
+    signal.acquire()
+
+    def native_worker() -> None:
+        while True:
+            signal.acquire()
+            while jobs:
+                fn, arg, waiter = jobs.popleft()
+                fn(arg)
+                waiter.complete()
+
+    start_thread(native_worker, (), "bench-handoff")
+
+    def via_handoff(i: int) -> None:
+        waiter = new_waiter(True, lock)
+        jobs.append((write_rename, i, waiter))
+        with suppress(RuntimeError):  # already released: the thread is awake anyway
+            signal.release()
+        waiter.wait()
+
+    hub_pool = gevent.get_hub().threadpool
+
+    def via_threadpool(i: int) -> None:
+        hub_pool.apply(write_rename, (i,))
+
+    def calls(fn: Any) -> dict[str, Any]:
+        walls: list[float] = []
+        cpu = time.thread_time()
+        for i in range(n):
+            started = time.perf_counter()
+            fn(i)
+            walls.append(time.perf_counter() - started)
+            gevent.sleep(0)
+        result = stats(walls)
+        result["hub_cpu_us"] = round((time.thread_time() - cpu) / n * US, 1)
+        return result
+
+    handoff: dict[str, list[Any]] = {}
+    for _ in range(rounds):
+        for name, fn in (("store_handoff", via_handoff), ("gevent_threadpool_apply", via_threadpool)):
+            handoff.setdefault(f"{name}_idle_hub", []).append(calls(fn))
+            handoff.setdefault(f"{name}_busy_hub", []).append(with_busy_hub(lambda fn=fn: calls(fn)))
+    out["handoff"] = handoff
+
+    # ---- document cache: hub CPU of a locked read + crash-class commit of the same thread, again and again.
+    cwd = str(root)
+    doc: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for name, capacity in (("with_cache", None), ("read_each_time", 0)):
+            store = ThreadStore(root / f"doc-{name}", lock_timeout_s=10)
+            if capacity is not None:
+                store._cache = DocumentCache(capacity=capacity)
+            for label, thread_id in (("new_thread", admit(store, str(uuid.uuid4()), cwd).thread_id),
+                                     ("history_50", with_history(store, cwd, 50))):  # fmt: skip
+                cpu = time.thread_time()
+                for _ in range(n):
+                    with store.transaction(thread_id) as txn:
+                        assert txn.state is not None
+                        txn.commit(txn.state, writer_mod.Durability.CRASH)
+                doc.setdefault(f"{name}_{label}_hub_cpu_us", []).append(round((time.thread_time() - cpu) / n * US, 1))
+    out["doc_cache"] = doc
+
+    # ---- writer: a burst of 50 power-class commits, and a crash-class commit made while one is in flight.
+    real_state_writer = store_mod.state_writer
+    writer: dict[str, list[Any]] = {}
+    counted = [0]
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        counted[0] += 1
+        real_fsync(fd)
+
+    def burst(store: ThreadStore, threads: list[str]) -> dict[str, Any]:
+        def power(thread_id: str) -> None:
+            with store.transaction(thread_id) as txn:
+                assert txn.state is not None
+                txn.commit(txn.state, writer_mod.Durability.POWER)
+
+        def crash_commit() -> float:
+            gevent.sleep(0.001)  # the burst is under way
+            started = time.perf_counter()
+            with store.transaction(crash_thread) as txn:
+                assert txn.state is not None
+                txn.commit(txn.state, writer_mod.Durability.CRASH)
+            return time.perf_counter() - started
+
+        counted[0] = 0
+        started = time.perf_counter()
+        greenlets = [gevent.spawn(power, t) for t in threads]
+        crash = gevent.spawn(crash_commit)
+        gevent.joinall([*greenlets, crash], raise_error=True)
+        return {
+            "burst_wall_us": round((time.perf_counter() - started) * US),
+            "crash_commit_during_burst_us": round(crash.value * US),
+            "fsync_calls": counted[0],
+        }
+
+    os.fsync = counting_fsync  # type: ignore[assignment]
+    try:
+        for _ in range(rounds):
+            for name in ("two_lanes_and_syncer", "one_gevent_threadpool", "two_gevent_threadpools"):
+                pool_writer = (
+                    _PoolWriter(ThreadPool(10))
+                    if name == "one_gevent_threadpool"
+                    else _PoolWriter(ThreadPool(10), ThreadPool(2))
+                    if name == "two_gevent_threadpools"
+                    else None
+                )
+                store_mod.state_writer = (lambda w=pool_writer: w) if pool_writer else real_state_writer  # type: ignore[assignment]
+                store = ThreadStore(root / f"writer-{name}-{uuid.uuid4().hex[:6]}", lock_timeout_s=30)
+                threads = [admit(store, str(uuid.uuid4()), cwd).thread_id for _ in range(50)]
+                crash_thread = admit(store, str(uuid.uuid4()), cwd).thread_id
+                writer.setdefault(name, []).append(burst(store, threads))
+    finally:
+        os.fsync = real_fsync
+        store_mod.state_writer = real_state_writer
+    out["writer"] = writer
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=False)
@@ -369,9 +605,17 @@ def main() -> int:
     parser.add_argument("--start-at", type=float)
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--hub", action="store_true", help="measure hub CPU per transaction (patched child)")
+    parser.add_argument(
+        "--mechanisms", action="store_true", help="store/'s mechanisms vs the library's (patched, seconds)"
+    )
     args = parser.parse_args()
     if args.worker:
         return contention_worker(args)
+    if args.mechanisms:
+        root = Path(args.dir or tempfile.mkdtemp(prefix="agui-bench-state-"))
+        root.mkdir(parents=True, exist_ok=True)
+        print(json.dumps(mechanisms(root, args.samples)))
+        return 0
     if args.hub:
         root = Path(args.dir or tempfile.mkdtemp(prefix="agui-bench-state-"))
         root.mkdir(parents=True, exist_ok=True)

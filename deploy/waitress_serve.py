@@ -20,6 +20,7 @@ from waitress import create_server
 
 from agui_bridge import create_app
 from agui_bridge.config import ConfigError, load_settings
+from agui_bridge.worker.process import configure_process
 
 DRAIN_MARGIN_S = 10  # as agui_bridge.worker.hooks
 
@@ -34,6 +35,7 @@ def main() -> None:
     except ConfigError as exc:
         sys.stderr.write(f"agui-bridge: {exc}\n")
         sys.exit(2)
+    configure_process(settings)
     app = create_app(settings)
     service = app.extensions["agui_bridge"]
     graceful_s = settings.graceful_timeout_s

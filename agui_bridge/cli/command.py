@@ -59,7 +59,9 @@ def run_gunicorn(settings: Settings) -> None:
 
         def load(self) -> Any:
             from agui_bridge.app import create_app
+            from agui_bridge.worker.process import configure_process
 
+            configure_process(settings)  # in the worker, after patching and before its app
             return create_app(settings)
 
     BridgeApplication().run()

@@ -1,9 +1,9 @@
 """OpenTelemetry tracing (docs/design.md#observability): off unless the standard `OTEL_*` variables ask for it.
 
-`configure()` runs once per worker (from `create_app`, after fork) and reads `OTEL_SDK_DISABLED` and
-`OTEL_TRACES_EXPORTER` (`console`, `otlp`, or both, comma-separated; unset or `none` = off). When off,
-nothing from OpenTelemetry is imported and every helper here is a global check and a return: the
-call sites in the client, the store, admission and the stream cost one function call.
+`configure()` runs once per worker (from `worker.process.configure_process`, before the app) and reads
+`OTEL_SDK_DISABLED` and `OTEL_TRACES_EXPORTER` (`console`, `otlp`, or both, comma-separated; unset or
+`none` = off). When off, nothing from OpenTelemetry is imported and every helper here is a global check and a
+return: the call sites in the client, the store, admission and the stream cost one function call.
 
 Spans: `POST /` and the extension routes (continuing an incoming W3C `traceparent`), `agui.admission`,
 `agui.state.commit` (each atomic write), `a2a.<method>` (each A2A HTTP call, with `traceparent` sent to

@@ -13,7 +13,6 @@ at the next scan, so the budget holds to within what the workers write between t
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 from agui_bridge.reattach.retention import OwnerAlive, ReplayUsage, enforce_budget
 from agui_bridge.reattach.status import OwnerLiveness
 from agui_bridge.store.handoff import native_primitives
+from agui_bridge.worker.fork import after_fork_in_child
 from agui_bridge.worker.runtime import MAINTENANCE
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,9 @@ class RecordBudget:
             log.info("replay budget: %d finished run record(s) tombstoned early", usage.evicted)
 
 
-_budgets: dict[tuple[int, Path, int, int], RecordBudget] = {}
+_budgets: dict[tuple[Path, int, int], RecordBudget] = {}
+#: A forked child counts its own usage (docs/design.md#fork-registry).
+after_fork_in_child(_budgets.clear)
 
 
 def record_budget(
@@ -146,7 +148,7 @@ def record_budget(
     """This worker's budget for `state_dir` (made after fork, once); None when neither bound is set."""
     if budget_bytes <= 0 and min_free_bytes <= 0:
         return None
-    key = (os.getpid(), state_dir, budget_bytes, min_free_bytes)  # per run start: no path arithmetic
+    key = (state_dir, budget_bytes, min_free_bytes)  # per run start: no path arithmetic
     budget = _budgets.get(key)
     if budget is None:
         liveness = OwnerLiveness(Path(state_dir), beacon_interval_s=beacon_interval_s, grace_s=grace_s)

@@ -15,13 +15,13 @@ mutation of a returned state never reaches the remembered one.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 
 from agui_bridge.store.model import ThreadState
 from agui_bridge.store.snapshot import copy_state, stored_copy
 from agui_bridge.store.writer import FileSignature
+from agui_bridge.worker.fork import after_fork_in_child
 
 __all__ = ["BYTE_BUDGET", "CAPACITY", "DocumentCache"]
 
@@ -43,21 +43,20 @@ class DocumentCache:
         self._capacity = capacity
         self._byte_budget = byte_budget
         self._bytes = 0
-        self._pid = os.getpid()
         self._guard = threading.Lock()  # dict updates only, never held across a blocking call
         self._entries: OrderedDict[str, tuple[FileSignature, ThreadState]] = OrderedDict()
+        after_fork_in_child(self._forget_after_fork)
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _check_fork(self) -> None:
-        if self._pid != os.getpid():  # a forked child: the parent's files may have changed since
-            self._pid, self._guard, self._entries = os.getpid(), threading.Lock(), OrderedDict()
-            self._bytes = 0
+    def _forget_after_fork(self) -> None:
+        """In a forked child (docs/design.md#fork-registry): the parent's files may have changed since,
+        and its guard may have been copied while held."""
+        self._guard, self._entries, self._bytes = threading.Lock(), OrderedDict(), 0
 
     def get(self, key: str, signature: FileSignature) -> ThreadState | None:
         """A copy of the document remembered for `key` if it was written with `signature`, else None."""
-        self._check_fork()
         with self._guard:
             entry = self._entries.get(key)
             if entry is None:
@@ -70,7 +69,6 @@ class DocumentCache:
 
     def put(self, key: str, signature: FileSignature | None, state: ThreadState) -> None:
         """Remember a copy of `state` as the file written with `signature` (None: forget `key`)."""
-        self._check_fork()
         if signature is None or self._capacity == 0 or signature[_SIZE] > self._byte_budget:
             self.drop(key)
             return
@@ -83,7 +81,6 @@ class DocumentCache:
                 self._forget(next(iter(self._entries)))
 
     def drop(self, key: str) -> None:
-        self._check_fork()
         with self._guard:
             self._forget(key)
 

@@ -26,6 +26,7 @@ from typing import Any
 from agui_bridge.store.errors import StateError, StateLockTimeout
 from agui_bridge.store.filewrite import close_file
 from agui_bridge.store.handoff import Waiter, native_primitives, new_waiter
+from agui_bridge.worker.fork import after_fork_in_child
 
 __all__ = ["acquire", "release"]
 
@@ -52,7 +53,6 @@ class _Registry:
 
     def __init__(self) -> None:
         lock, start_thread, patched = native_primitives()
-        self.pid = os.getpid()
         self.lock_factory = lock
         self.start_thread = start_thread
         self.patched = patched
@@ -67,7 +67,7 @@ _registry: _Registry | None = None
 def _current() -> _Registry:
     global _registry
     registry = _registry
-    if registry is None or registry.pid != os.getpid():
+    if registry is None:
         registry = _registry = _Registry()
     return registry
 
@@ -82,7 +82,7 @@ def _forget_inherited() -> None:
                 close_file(fd)
 
 
-os.register_at_fork(after_in_child=_forget_inherited)
+after_fork_in_child(_forget_inherited)  # docs/design.md#fork-registry
 
 
 def _open(path: str) -> int:

@@ -12,12 +12,13 @@ the wait is on a native lock.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Protocol
+
+from agui_bridge.worker.fork import after_fork_in_child
 
 __all__ = ["Waiter", "native_primitives", "new_waiter"]
 
@@ -115,7 +116,15 @@ class _HubSignal:
                 self._watcher.ref = False
 
 
-_signals: dict[tuple[int, int], _HubSignal] = {}
+_signals: dict[int, _HubSignal] = {}
+
+
+def _forget_signals_after_fork() -> None:
+    """A forked child's hub has a new loop: its waits need new watchers (docs/design.md#fork-registry)."""
+    _signals.clear()
+
+
+after_fork_in_child(_forget_signals_after_fork)
 
 
 class _HubWaiter:
@@ -128,7 +137,7 @@ class _HubWaiter:
         from gevent.hub import Waiter as GeventWaiter
 
         hub = gevent.get_hub()
-        key = (os.getpid(), id(hub))  # a forked child's hub has a new loop: a new watcher
+        key = id(hub)
         signal = _signals.get(key)
         if signal is None:
             signal = _signals[key] = _HubSignal(hub)

@@ -11,10 +11,12 @@ import os
 import secrets
 import socket
 
+from agui_bridge.worker.fork import after_fork_in_child
+
 _RANDOM_PREFIX = "r"  # start token of a process without /proc: random, checkable only by itself
 
-_cache: tuple[int, str] | None = None
-_random_token: tuple[int, str] | None = None
+_cache: str | None = None
+_random_token: str | None = None
 
 
 def _proc_start_time(pid: int | str) -> str | None:
@@ -37,20 +39,28 @@ def _proc_start_time(pid: int | str) -> str | None:
 
 def _own_random_token() -> str:
     global _random_token
-    pid = os.getpid()
-    if _random_token is None or _random_token[0] != pid:
-        _random_token = (pid, _RANDOM_PREFIX + secrets.token_hex(8))
-    return _random_token[1]
+    if _random_token is None:
+        _random_token = _RANDOM_PREFIX + secrets.token_hex(8)
+    return _random_token
 
 
 def current_owner() -> str:
-    """This process's owner id; recomputed after fork (the pid changes)."""
+    """This process's owner id (its pid is part of it: a forked child computes its own)."""
     global _cache
-    pid = os.getpid()
-    if _cache is None or _cache[0] != pid:
+    if _cache is None:
+        pid = os.getpid()
         start = _proc_start_time("self") or _own_random_token()
-        _cache = (pid, f"{socket.gethostname()}:{pid}:{start}")
-    return _cache[1]
+        _cache = f"{socket.gethostname()}:{pid}:{start}"
+    return _cache
+
+
+def _forget_after_fork() -> None:
+    """A forked child has another pid, so another owner id (docs/design.md#fork-registry)."""
+    global _cache, _random_token
+    _cache = _random_token = None
+
+
+after_fork_in_child(_forget_after_fork)
 
 
 def _pid_exists(pid: int) -> bool:

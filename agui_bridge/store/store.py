@@ -40,6 +40,7 @@ from agui_bridge.store.filewrite import close_file
 from agui_bridge.store.keys import thread_file_stem
 from agui_bridge.store.model import ThreadState
 from agui_bridge.store.writer import Durability, FileSignature, WriteError, file_signature, state_writer
+from agui_bridge.worker.fork import after_fork_in_child
 
 __all__ = [
     "Durability",
@@ -72,14 +73,16 @@ class _KeyedLocks:
     """
 
     def __init__(self) -> None:
-        self._pid = os.getpid()
         self._guard = threading.Lock()
         self._entries: dict[str, _KeyEntry] = {}
+        after_fork_in_child(self._forget_after_fork)
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child the parent's holders do not exist (docs/design.md#fork-registry)."""
+        self._guard, self._entries = threading.Lock(), {}
 
     @contextmanager
     def hold(self, key: str, timeout_s: float) -> Iterator[None]:
-        if self._pid != os.getpid():  # forked child: the parent's holders do not exist here
-            self._pid, self._guard, self._entries = os.getpid(), threading.Lock(), {}
         with self._guard:
             entry = self._entries.get(key)
             if entry is None:

@@ -3,8 +3,9 @@
 Under gevent a blocking system call (write, fsync, rename) stops every greenlet of the worker, so a burst
 of N commits would stall all streams for N fsyncs (docs/design.md#commit-durability). Here the greenlet that commits
 hands a prepared write to a writer thread (one per durability class) and waits cooperatively; the writer
-takes every write that is pending, performs them in order, fsyncs the power-class files, then each of their
-directories once, and only then wakes the waiters. A waiter therefore still returns only after its fact is
+takes every write that is pending, performs them in order, fsyncs the power-class files (several at once,
+docs/design.md#store-mechanisms) before renaming them, then each of their directories once, and only then
+wakes the waiters. A waiter therefore still returns only after its fact is
 where its class says it must be, so the fail-closed order of the commit points is unchanged.
 
 Crash-class writes are visible (renamed) before their waiter wakes; their fsync is deferred by about a
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import enum
 import os
-import sys
 import threading
 import time
 from collections import deque
@@ -38,8 +38,17 @@ from agui_bridge.store.filewrite import replace as _replace
 from agui_bridge.store.filewrite import stamp as _stamp
 from agui_bridge.store.filewrite import syncfs_all as _syncfs_all
 from agui_bridge.store.handoff import Waiter, native_primitives, new_waiter
+from agui_bridge.worker.fork import after_fork_in_child
 
-__all__ = ["Durability", "FileSignature", "StateWriter", "WriteError", "file_signature", "state_writer"]
+__all__ = [
+    "Durability",
+    "FileSignature",
+    "StateWriter",
+    "WriteError",
+    "file_signature",
+    "forget_state_writer",
+    "state_writer",
+]
 
 #: A crash-class write is fsynced in the background once it is this old and still current: most are
 #: replaced sooner (admission by the identity commit of the same run) and then need no sync at all.
@@ -52,14 +61,10 @@ SYNCFS_MIN_FILES = 8
 #: Aged writes are handed to the syncer at most this often (unless `MAX_DEFERRED_SYNCS` are waiting), so
 #: a burst's writes reach it in batches rather than one or two at a time.
 SYNC_BATCH_INTERVAL_S = 0.25
+#: A power-class batch's files are fsynced by up to this many threads at once (the lane's and helpers).
+PARALLEL_FSYNCS = 8
 #: The writer wakes at least this often to hand aged writes to the syncer.
 IDLE_POLL_S = 0.5
-#: In a gevent worker, the longest the busy hub keeps the GIL from a writer thread that asks for it
-#: (Python's default is 5 ms). A write re-takes the GIL after each of its ~6 system calls, so with the
-#: default a crash-class commit waited up to 30 ms for the GIL alone while greenlets kept the hub busy
-#: (docs/design.md#state-writer). Only lowered, never raised; no effect while no other thread wants the GIL,
-#: and the number of forced switches is one per request whatever the interval: only their delay shrinks.
-HUB_SWITCH_INTERVAL_S = 0.00025
 
 
 class Durability(enum.Enum):
@@ -125,12 +130,10 @@ class StateWriter:
     """
 
     def __init__(self) -> None:
-        self._pid = os.getpid()
         lock, start_thread, patched = native_primitives()
         self._patched = patched
-        if patched and sys.getswitchinterval() > HUB_SWITCH_INTERVAL_S:
-            sys.setswitchinterval(HUB_SWITCH_INTERVAL_S)
         self._lock_factory = lock
+        self._start_thread = start_thread
         self._lanes = {durability: _Lane(durability, lock) for durability in Durability}
         #: Crash-class files renamed into place but not yet fsynced: path -> (open descriptor, written at).
         self._deferred: dict[Path, tuple[int, float]] = {}
@@ -205,8 +208,16 @@ class StateWriter:
 
     def _write_batch(self, batch: list[_Job]) -> None:
         durable: list[_Job] = []
+        staged: list[tuple[_Job, int, str]] = []  # power-class files written, not yet fsynced or renamed
         for job in batch:
             job.replaced_fd = self._forget_deferred(job.path)
+            if job.durability is Durability.POWER and job.payload is not None:
+                entry = self._stage(job)
+                if entry is None:
+                    job.finish()
+                else:
+                    staged.append((job, *entry))
+                continue
             fd = self._perform(job)
             if job.error is not None:
                 job.finish()
@@ -218,6 +229,7 @@ class StateWriter:
                 with self._deferred_lock:  # an unlink (no fd) only needs its directory synced
                     self._deferred[job.path] = (-1 if fd is None else fd, time.monotonic())
                 job.finish()
+        durable += self._sync_and_rename(staged)
         failed_dirs: set[Path] = set()
         for directory in sorted({job.path.parent for job in durable}):
             try:
@@ -230,8 +242,95 @@ class StateWriter:
                 job.error = WriteError("thread state directory sync failed")
             job.finish()
 
+    def _stage(self, job: _Job) -> tuple[int, str] | None:
+        """A power-class write up to its fsync: the temporary file written and stamped (None: failed)."""
+        assert job.payload is not None
+        try:
+            fd, tmp_name = _create_temp(job.path)
+        except OSError:
+            job.error = WriteError("cannot create a temporary state file")
+            return None
+        try:
+            view = memoryview(job.payload)
+            while view:
+                view = view[os.write(fd, view) :]
+            job.signature = _stamp(fd)
+        except OSError:
+            self._discard(fd, tmp_name)
+            job.error = WriteError("thread state write failed")
+            return None
+        return fd, tmp_name
+
+    def _sync_and_rename(self, staged: list[tuple[_Job, int, str]]) -> list[_Job]:
+        """fsync the batch's power-class files, several at once, then rename each into place in order.
+
+        One thread fsyncing a batch's files one after another waited for one journal commit per file; files
+        fsynced concurrently share the filesystem's commits (docs/design.md#store-mechanisms). Returns the
+        jobs whose file is in place (their directories are synced next); the others are finished failed.
+        """
+        errors = self._fsync_all([fd for _, fd, _ in staged])
+        done: list[_Job] = []
+        for (job, fd, tmp_name), error in zip(staged, errors, strict=True):
+            if error is None:
+                try:
+                    _replace(tmp_name, job.path)
+                except OSError as exc:
+                    error = exc
+            if error is not None:
+                self._discard(fd, tmp_name)
+                job.error = WriteError("thread state write failed")
+                job.finish()
+                continue
+            _close(fd)
+            done.append(job)
+        return done
+
+    def _fsync_all(self, fds: list[int]) -> list[OSError | None]:
+        """fsync each descriptor: this thread and up to `PARALLEL_FSYNCS - 1` short-lived native helpers
+        take them from one queue. A failure is returned in its place."""
+        results: list[OSError | None] = [None] * len(fds)
+        queue = deque(enumerate(fds))
+
+        def drain() -> None:
+            while True:
+                try:
+                    index, fd = queue.popleft()
+                except IndexError:
+                    return
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    results[index] = exc
+
+        finished = []
+        for _ in range(min(len(fds), PARALLEL_FSYNCS) - 1):
+            helper_done = self._lock_factory()
+            helper_done.acquire()
+
+            def helper(done: Any = helper_done) -> None:
+                try:
+                    drain()
+                finally:
+                    done.release()
+
+            try:
+                self._start_thread(helper, (), "agui-state-fsync")
+            except RuntimeError:  # no thread to be had now: this one does the rest
+                break
+            finished.append(helper_done)
+        drain()
+        for helper_done in finished:
+            helper_done.acquire()
+        return results
+
+    @staticmethod
+    def _discard(fd: int, tmp_name: str) -> None:
+        _close(fd)
+        with suppress(OSError):
+            os.unlink(tmp_name)
+
     def _perform(self, job: _Job) -> int | None:
-        """Write or unlink one job; power-class files are fsynced here. Returns a crash-class write's fd."""
+        """Unlink a job's file (either class), or write and rename a crash-class one and return its fd."""
         if job.payload is None:
             try:
                 os.unlink(job.path)
@@ -250,8 +349,6 @@ class StateWriter:
             while view:
                 view = view[os.write(fd, view) :]
             job.signature = _stamp(fd)
-            if job.durability is Durability.POWER:
-                os.fsync(fd)
             _replace(tmp_name, job.path)
         except OSError:
             _close(fd)
@@ -328,12 +425,30 @@ _writer_guard = threading.Lock()
 
 
 def state_writer() -> StateWriter:
-    """This process's writer (a forked child gets its own: threads do not survive fork)."""
+    """This process's writer, started on first use."""
     global _writer
     writer = _writer
-    if writer is not None and writer._pid == os.getpid():
+    if writer is not None:
         return writer
     with _writer_guard:
-        if _writer is None or _writer._pid != os.getpid():
+        if _writer is None:
             _writer = StateWriter()
         return _writer
+
+
+def forget_state_writer() -> None:
+    """The next `state_writer()` starts a new writer (tests that need one no earlier write reaches). The
+    forgotten writer keeps its threads: they finish what they hold, then idle."""
+    global _writer
+    with _writer_guard:
+        _writer = None
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's writer threads do not exist here and its guard may have been copied
+    while held (docs/design.md#fork-registry)."""
+    global _writer, _writer_guard
+    _writer, _writer_guard = None, threading.Lock()
+
+
+after_fork_in_child(_forget_after_fork)

@@ -90,6 +90,11 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
             )
 
     def init_worker(worker: Any) -> None:
+        from agui_bridge.worker.process import configure_process
+
+        # Again (idempotent): an app module of the operator's own that skipped it still gets the bridge's
+        # logging and switch interval (docs/design.md#process-setup).
+        configure_process(settings)
         post_worker_init(worker)
         if settings.hub_watchdog_ms > 0:
             from agui_bridge.worker.hub_watchdog import count_and_log_report, log_report, start_hub_watchdog

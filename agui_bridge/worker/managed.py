@@ -23,6 +23,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 
+from agui_bridge.worker.fork import after_fork_in_child
+
 #: The bridge's own settings: never handed to the child (they include the AG-UI auth token).
 BRIDGE_PREFIX = "IAC_CODE_AGUI_"
 #: Exact names the child may inherit: its basics, the LLM providers' own key variables the kernel also
@@ -115,7 +117,13 @@ class ManagedUpstream:
         self.url = f"http://127.0.0.1:{self.port}/"
         self._environ = dict(environ if environ is not None else os.environ)
         self._process: subprocess.Popen[bytes] | None = None
-        self._owner_pid = os.getpid()
+        #: The process that started the child stops it at exit; a forked gunicorn worker inherits the
+        #: exit hook but not the child (docs/design.md#fork-registry).
+        self._stops_at_exit = True
+        after_fork_in_child(self._disown)
+
+    def _disown(self) -> None:
+        self._stops_at_exit = False
 
     @property
     def pid(self) -> int | None:
@@ -189,7 +197,7 @@ class ManagedUpstream:
         threading.Thread(target=poll, name="managed-upstream-watch", daemon=True).start()
 
     def _stop_at_exit(self) -> None:
-        if os.getpid() == self._owner_pid:  # forked gunicorn workers inherit the hook: not theirs
+        if self._stops_at_exit:
             self.stop()
 
     def stop(self) -> None:

@@ -9,12 +9,12 @@ response (docs/design.md#runtime-backends).
 from __future__ import annotations
 
 import contextvars
-import os
 import queue as std_queue
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from agui_bridge.worker.fork import after_fork_in_child
 from agui_bridge.worker.start_gate import START_GATE_LIMIT, PriorityGate
 
 
@@ -257,14 +257,19 @@ class OffHubPool:
     def __init__(self, size: int, name: str) -> None:
         self.size = size
         self.name = name
-        self._pool: tuple[int, Any] | None = None
+        self._pool: Any = None
+        after_fork_in_child(self._forget_pool)
+
+    def _forget_pool(self) -> None:
+        """In a forked child: the parent's pool threads do not exist here (docs/design.md#fork-registry)."""
+        self._pool = None
 
     def _threads(self) -> Any:
-        if self._pool is None or self._pool[0] != os.getpid():
+        if self._pool is None:
             from gevent.threadpool import ThreadPool
 
-            self._pool = (os.getpid(), ThreadPool(self.size))
-        return self._pool[1]
+            self._pool = ThreadPool(self.size)
+        return self._pool
 
     def run(self, fn: Callable[..., _T], *args: Any) -> _T:
         """`fn(*args)` on a pool thread, waited for without blocking the hub; its exception is re-raised."""

@@ -39,6 +39,7 @@ from pathlib import Path  # noqa: E402
 from agui_bridge import create_app  # noqa: E402 - after the environment is complete
 from agui_bridge.cli.doctor import startup_problems  # noqa: E402
 from agui_bridge.config import load_settings  # noqa: E402
+from agui_bridge.worker.process import configure_process  # noqa: E402
 
 settings = load_settings(os.environ)
 # doctor's permission checks: an env file with a token that others can read stops the app (one line in
@@ -50,4 +51,5 @@ sys.stderr.flush()
 if refusals:
     raise SystemExit(3)
 
+configure_process(settings)  # logging and tracing of this daemon process, before its app
 application = create_app(settings)

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,8 @@ import pytest
 from agui_bridge.store import writer as writer_mod
 from agui_bridge.store.model import ThreadState, new_thread
 from agui_bridge.store.store import Durability, StateWriteFailed, ThreadStore
-from agui_bridge.store.writer import state_writer
+from agui_bridge.store.writer import forget_state_writer, state_writer
+from agui_bridge.worker import process as process_mod
 from tests.hub_guard import run_patched
 
 
@@ -36,10 +37,18 @@ class _Gate:
         self.release = threading.Event()
         self.batches: list[int] = []
 
-    def __call__(self, batch: list[object]) -> None:
+    def __call__(self, batch: Sequence[object]) -> None:
         self.batches.append(len(batch))
         self.reached.set()
         assert self.release.wait(30)
+
+
+@pytest.fixture(autouse=True)
+def fresh_writer() -> Iterator[None]:
+    """Each test gets a writer of its own: no earlier test's deferred syncs are queued on it."""
+    forget_state_writer()
+    yield
+    forget_state_writer()
 
 
 @pytest.fixture
@@ -71,18 +80,29 @@ def deferred_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
         release.set()
 
 
+def _fd_path(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
+
 @pytest.fixture
-def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """What the writer fsyncs: "file" or "dir"."""
+def fsyncs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """What the writer fsyncs under this test's directory: "file" or "dir". A writer an earlier test
+    forgot may still sync that test's files meanwhile (the switch is process-wide): those are not counted."""
     calls: list[str] = []
-    real_fsync, real_dir = os.fsync, writer_mod._fsync_dir
+    real_fsync = os.fsync
+    mine = str(tmp_path)
 
     def fsync(fd: int) -> None:
-        calls.append("file")
+        if _fd_path(fd).startswith(mine):
+            calls.append("file")
         real_fsync(fd)
 
     def fsync_dir(directory: Path) -> None:
-        calls.append("dir")
+        if str(directory).startswith(mine):
+            calls.append("dir")
         real_fsync_dir_no_count(directory)
 
     def real_fsync_dir_no_count(directory: Path) -> None:
@@ -92,7 +112,6 @@ def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         finally:
             os.close(fd)
 
-    del real_dir
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(writer_mod, "_fsync_dir", fsync_dir)
     return calls
@@ -120,6 +139,88 @@ def test_concurrent_power_commits_share_one_directory_sync(tmp_path: Path, gate:
     assert gate.batches == [1, 7]
     assert fsyncs.count("file") == 8
     assert fsyncs.count("dir") == 2
+
+
+def test_a_power_batch_fsyncs_its_files_concurrently(
+    tmp_path: Path, gate: _Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files of one power-class batch are fsynced by several threads at once, so they share the
+    filesystem's journal commits; the waiters still return only once their file and directory are synced."""
+    store = ThreadStore(tmp_path)
+    _commit(store, "warm-up", Durability.POWER)
+    guard = threading.Lock()
+    inside = [0, 0]  # now, most at once
+    two_at_once = threading.Event()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        with guard:
+            inside[0] += 1
+            inside[1] = max(inside[1], inside[0])
+            if inside[0] >= 2:
+                two_at_once.set()
+        two_at_once.wait(2)  # bounded: a writer that fsyncs one file after another never gets here twice
+        try:
+            real_fsync(fd)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    state_writer().before_batch = gate
+    workers = [threading.Thread(target=_commit, args=(store, f"thread-{i}", Durability.POWER)) for i in range(4)]
+    workers[0].start()
+    assert gate.reached.wait(10)
+    for worker in workers[1:]:
+        worker.start()
+    while state_writer().pending(Durability.POWER) < 3:
+        threading.Event().wait(0.01)
+    monkeypatch.setattr(os, "fsync", fsync)
+    gate.release.set()
+    for worker in workers:
+        worker.join(30)
+    assert gate.batches == [1, 3]
+    assert inside[1] >= 2
+    assert all(store.read(f"thread-{i}") == _state(f"thread-{i}") for i in range(4))
+
+
+def test_a_failed_file_sync_fails_only_that_power_commit(
+    tmp_path: Path, gate: _Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = ThreadStore(tmp_path)
+    _commit(store, "warm-up", Durability.POWER)
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if ".thread-bad." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(5, "I/O error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    state_writer().before_batch = gate
+    outcomes: dict[str, str] = {}
+
+    def commit(thread_id: str) -> None:
+        try:
+            _commit(store, thread_id, Durability.POWER)
+            outcomes[thread_id] = "ok"
+        except StateWriteFailed:
+            outcomes[thread_id] = "failed"
+
+    names = ["thread-a", "thread-bad", "thread-c"]
+    first = threading.Thread(target=commit, args=("thread-first",))
+    first.start()
+    assert gate.reached.wait(10)
+    workers = [threading.Thread(target=commit, args=(name,)) for name in names]
+    for worker in workers:
+        worker.start()
+    while state_writer().pending(Durability.POWER) < 3:
+        threading.Event().wait(0.01)
+    gate.release.set()
+    for worker in [first, *workers]:
+        worker.join(30)
+    assert outcomes == {"thread-first": "ok", "thread-a": "ok", "thread-bad": "failed", "thread-c": "ok"}
+    assert store.read("thread-bad") is None  # not renamed into place, and no temporary file left
+    assert list(tmp_path.rglob("*.tmp")) == []
 
 
 def test_crash_class_commit_returns_before_any_fsync(
@@ -228,18 +329,20 @@ if sys.argv[1] == "patched":
     from gevent import monkey
     monkey.patch_all()
 sys.setswitchinterval(float(sys.argv[2]))
-from agui_bridge.store.writer import state_writer
-state_writer()
+from agui_bridge.config.settings import Settings
+from agui_bridge.worker.process import configure_process
+configure_process(Settings())
 print(sys.getswitchinterval())
 """
 
 
 @pytest.mark.parametrize(
     ("mode", "before", "after"),
-    [("patched", 0.005, writer_mod.HUB_SWITCH_INTERVAL_S), ("patched", 0.0002, 0.0002), ("plain", 0.005, 0.005)],
+    [("patched", 0.005, process_mod.HUB_SWITCH_INTERVAL_S), ("patched", 0.0002, 0.0002), ("plain", 0.005, 0.005)],
 )
 def test_a_gevent_worker_hands_the_gil_to_the_writer_sooner(mode: str, before: float, after: float) -> None:
-    """Only in a patched process, and only lowered: a busy hub keeps the GIL from the writer at most 1 ms."""
+    """Only in a patched process, and only lowered: a busy hub keeps the GIL from the writer at most 0.25 ms.
+    The serving process sets it up (`configure_process`), not the writer."""
     command = [sys.executable, "-c", _SWITCH_SCRIPT, mode, str(before)]
     out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
     assert float(out.stdout.strip()) == pytest.approx(after)

@@ -2,8 +2,9 @@
 one, loopback Hosts only (docs/design.md#decision-secure-by-default).
 
 Bytes are compared in constant time; a malformed header is a 401, never a 500
-(docs/design.md#decision-no-500). `guard_request` runs
-before every view, so a route added later is protected without remembering to call anything.
+(docs/design.md#decision-no-500). `guard_request` runs before every view and is the one place the
+token is checked: a route added later is protected without remembering to call anything, and no view
+checks it again.
 """
 
 from __future__ import annotations

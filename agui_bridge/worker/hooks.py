@@ -120,6 +120,7 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
         "on_starting": on_starting,
         "post_worker_init": init_worker,
         "worker_abort": worker_abort,
+        "worker_exit": worker_exit,
         "child_exit": child_exit,
     }
 
@@ -161,7 +162,8 @@ def post_worker_init(worker: Any) -> None:
 
     def on_term(sig: int, frame: Any) -> None:
         worker.handle_exit(sig, frame)  # alive = False: gunicorn stops accepting
-        gevent.spawn(drain_worker, worker)  # no blocking work inside a signal handler
+        if getattr(worker, DRAIN_ATTRIBUTE, None) is None:  # one drain per worker, whatever the signals
+            setattr(worker, DRAIN_ATTRIBUTE, gevent.spawn(drain_worker, worker))  # no blocking work in a handler
 
     signal.signal(signal.SIGTERM, on_term)
     host = worker_host(worker.wsgi)
@@ -196,6 +198,21 @@ def drain_worker(worker: Any) -> None:
     stopped = host.loops.drain(max(0.0, float(worker.cfg.graceful_timeout) - DRAIN_MARGIN_S))
     if stopped:
         worker.log.info("drain: stopped %d active run(s) with RUN_ERROR", stopped)
+
+
+#: The worker attribute holding its drain greenlet, for `worker_exit`.
+DRAIN_ATTRIBUTE = "agui_drain"
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """Let a drain under way finish before the worker process ends (at most `graceful_timeout`).
+
+    gunicorn ends a worker once its open requests are done; a detached run has no request, so without this
+    the process could end before the drain's stop reached the run's record (docs/design.md#shutdown-drain).
+    """
+    drain = getattr(worker, DRAIN_ATTRIBUTE, None)
+    if drain is not None:
+        drain.join(timeout=float(worker.cfg.graceful_timeout))
 
 
 def worker_abort(worker: Any) -> None:

@@ -20,6 +20,8 @@ from agui_bridge.web import capabilities_api, console_api, extension_api, health
 from agui_bridge.web.auth import guard_request
 from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.web.http_errors import register_error_handlers
+from agui_bridge.worker.host import WORKER_KEY, WorkerHost
+from agui_bridge.worker.maintenance import WorkerLoops
 from agui_bridge.worker.runtime import select_runtime
 
 if TYPE_CHECKING:
@@ -94,6 +96,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     runtime = select_runtime(settings.runtime_backend)
     service = BridgeService(settings, store, client, runtime, observer)
     app.extensions[EXTENSION_KEY] = service
+    # The worker's loops around the service, and the web layer's one way to its worker (docs/design.md#layers).
+    loops = WorkerLoops(
+        runtime, service, beacon_interval_s=settings.beacon_interval_s, idle_shutdown_s=settings.idle_shutdown_s
+    )
+    app.extensions[WORKER_KEY] = WorkerHost(runtime, loops)
     app.before_request(_bind_request_id)
 
     def _guard_request() -> None:

@@ -10,8 +10,10 @@ runs in-process under Flask's test client, so the HTTP server and the client soc
 latency section measures them end to end). Each phase is the wall time spent in the functions that do it,
 found by name; a function missing from the version measured gives `n/a`, never an error:
 
-* parse      `web.run_api.read_json_object`: body read, size check, JSON decode
-* validate   `service.parse_run_input`, `service.resolve_cwd`, `service.request_digest`
+* parse      `web.request_body.read_limited` + `decode_bounded_body`: body read, size check, JSON decode
+             (before the typed RunRequest: `web.run_api.read_json_object`)
+* validate   `runs.request.parse_run_input` + `request_digest`, `service.resolve_cwd` (before:
+             `service.parse_run_input`, `service.request_digest`)
 * admit      `service.admit_run`: lock, read, decide, commit C1
 * connect    `A2AClient.open_stream`: the POST to the kernel until its response headers
 * first byte from `open_stream` returning until the stream handles its first A2A event
@@ -107,15 +109,30 @@ def instrument() -> dict[str, bool]:
     from agui_bridge.runs import stream as stream_mod
     from agui_bridge.runs.ledger import RunLedger
 
-    found = {
-        "parse": _wrap(run_api, "read_json_object", "parse"),
-        "validate": all(
+    try:  # the body read once into a RunRequest (web/request_body.read_run_request -> runs/request.py)
+        import agui_bridge.runs.request as run_request
+        import agui_bridge.web.request_body as request_body
+    except ImportError:  # older trees: read_json_object in the view, validation and digest in the service
+        parse = _wrap(run_api, "read_json_object", "parse")
+        validate = all(
             [
                 _wrap(service, "parse_run_input", "validate"),
                 _wrap(service, "resolve_cwd", "validate"),
                 _wrap(service, "request_digest", "validate"),
             ]
-        ),
+        )
+    else:
+        parse = all([_wrap(request_body, "read_limited", "parse"), _wrap(request_body, "decode_bounded_body", "parse")])
+        validate = all(
+            [
+                _wrap(run_request, "parse_run_input", "validate"),
+                _wrap(run_request, "request_digest", "validate"),
+                _wrap(service, "resolve_cwd", "validate"),
+            ]
+        )
+    found = {
+        "parse": parse,
+        "validate": validate,
         "admit": _wrap(service, "admit_run", "admit"),
         "commit_c3": _wrap(RunLedger, "record_identity", "commit_c3"),
     }

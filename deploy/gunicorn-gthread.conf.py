@@ -32,7 +32,9 @@ def post_worker_init(worker):
 
     def on_term(sig, frame):
         original(sig, frame)  # stop accepting; gunicorn then waits up to graceful_timeout for open requests
-        threading.Thread(target=drain_worker, args=(worker,), name="drain", daemon=True).start()
+        drain = threading.Thread(target=drain_worker, args=(worker,), name="drain", daemon=True)
+        worker.agui_drain = drain  # the shared worker_exit hook waits for it before the worker ends
+        drain.start()
 
     signal.signal(signal.SIGTERM, on_term)
 

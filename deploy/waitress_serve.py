@@ -20,6 +20,7 @@ from waitress import create_server
 
 from agui_bridge import create_app
 from agui_bridge.config import ConfigError, load_settings
+from agui_bridge.worker.hooks import worker_host
 from agui_bridge.worker.process import configure_process
 
 DRAIN_MARGIN_S = 10  # as agui_bridge.worker.hooks
@@ -38,11 +39,13 @@ def main() -> None:
     configure_process(settings)
     app = create_app(settings)
     service = app.extensions["agui_bridge"]
+    host = worker_host(app)
+    assert host is not None  # create_app registers it
     graceful_s = settings.graceful_timeout_s
     server = create_server(app, host=settings.host, port=settings.port, threads=threads)
 
     def drain_then_stop() -> None:
-        service.drain(max(0.0, graceful_s - DRAIN_MARGIN_S))
+        host.loops.drain(max(0.0, graceful_s - DRAIN_MARGIN_S))
         time.sleep(0.5)  # let waitress write the terminal events out
         os.kill(os.getpid(), signal.SIGINT)  # waitress's loop ends on KeyboardInterrupt and closes
 
@@ -51,7 +54,7 @@ def main() -> None:
             threading.Thread(target=drain_then_stop, name="drain", daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_term)
-    service.start_maintenance(lambda: os.kill(os.getpid(), signal.SIGTERM))
+    host.loops.start_maintenance(lambda: os.kill(os.getpid(), signal.SIGTERM))
     server.run()
 
 

@@ -1,16 +1,17 @@
-"""Use cases behind the HTTP surface (no Flask here): health, start a run.
+"""Use cases behind the HTTP surface (no Flask here): health, start a run, cancel, status, reattach admission.
 
 The service owns the process-wide collaborators (store, A2A client, runtime) that `create_app`
-builds once per worker, after fork.
+builds once per worker, after fork. The worker's loops (beacon, retention and idle shutdown, the drain
+wait) live in `worker/maintenance.py` and ask the service through the plain methods at the end of the
+class.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agui_bridge.a2a.errors import A2AError, A2ARpcError
@@ -22,10 +23,10 @@ from agui_bridge.runs.admission import admit_guidance, admit_run
 from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.capabilities import reattach_supported, reattach_window_s
 from agui_bridge.runs.deps import StreamDeps
-from agui_bridge.runs.digest import request_digest
 from agui_bridge.runs.guidance import GuidanceStream
 from agui_bridge.runs.observer import NULL_OBSERVER, Outcome, RunObserver
-from agui_bridge.runs.registry import PROCESS_RUNS, TrackedRun
+from agui_bridge.runs.registry import PROCESS_RUNS, Cancellable, TrackedRun
+from agui_bridge.runs.request import RunRequest
 from agui_bridge.runs.retention import busy_since, prune, prune_options
 from agui_bridge.runs.stream import RunStream
 from agui_bridge.runs.workspace import resolve_cwd
@@ -33,14 +34,10 @@ from agui_bridge.store.lease import lease_is_live, lease_key
 from agui_bridge.store.model import RunLease
 from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import ThreadStore
-from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.beacon import Beacons, beacon_fresh_ms
 from agui_bridge.worker.runtime import Runtime, watch_client_eof
 
 PROTOCOL_PACKAGE_VERSION = "1.0.0"
-#: The retention sweep (docs/design.md#retention) runs about hourly in every worker: thread files under their
-#: locks, run records (off the hub) by whichever worker takes the records' sweep lock first.
-SWEEP_INTERVAL_S = 3600.0
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +63,6 @@ class BridgeService:
         self._active_lock = threading.Lock()
         self._streams: dict[str, RunStream | GuidanceStream] = {}  # by run key (RunStream.key)
         self.beacons = Beacons(settings.state_dir)
-        self._beacon_started = False
         self.last_activity = time.monotonic()
         self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end, observer=observer)
         self.observer = observer  # what the web layer reports through too (reattaches)
@@ -135,46 +131,6 @@ class BridgeService:
         release_client_socket(stream.client_socket)
         self.last_activity = time.monotonic()
 
-    def start_maintenance(self, request_exit: Callable[[], None]) -> None:
-        """The hourly retention sweep and, if configured, the idle-shutdown monitor (docs/design.md#idle-shutdown)."""
-        self.runtime.spawn(self._maintain, request_exit, name="maintenance")
-
-    def is_idle(self) -> bool:
-        """Idle for `idle_shutdown_s` here and in every thread file (runs of other workers count)."""
-        idle_s = self.settings.idle_shutdown_s
-        if idle_s <= 0 or self._active or self._followers or time.monotonic() - self.last_activity < idle_s:
-            return False
-        now = now_ms()
-        latest = busy_since(self.store, now, self.lease_live, self._yield_turn)
-        return latest is not None and now - latest >= idle_s * 1000
-
-    def _yield_turn(self) -> None:
-        """Between two thread files of a sweep: under gevent the other greenlets run (docs/design.md#retention)."""
-        self.runtime.sleep(0)
-
-    def _maintain(self, request_exit: Callable[[], None]) -> None:
-        idle_s = self.settings.idle_shutdown_s
-        tick_s = min(5.0, max(0.1, idle_s / 4)) if idle_s > 0 else 60.0
-        next_sweep = time.monotonic() + random.uniform(60.0, SWEEP_INTERVAL_S)
-        while True:
-            self.runtime.sleep(tick_s)
-            if time.monotonic() >= next_sweep:
-                next_sweep = time.monotonic() + SWEEP_INTERVAL_S
-                report = prune(
-                    self.store, lease_live=self.lease_live, yield_turn=self._yield_turn, **prune_options(self.settings)
-                )
-                if report.removed or report.problems or report.markers_removed or report.records_expired:
-                    log.info(
-                        "retention sweep removed %d thread file(s), %d cancel marker(s) of ended runs and %d run "
-                        "record(s) (%d of them over the replay budget)",
-                        len(report.removed), report.markers_removed,
-                        report.records_expired + report.records_evicted, report.records_evicted,
-                    )  # fmt: skip
-            if self.is_idle():
-                log.info("idle for %.1f s: requesting a graceful exit", idle_s)
-                request_exit()
-                return
-
     def holds_run(self, owner: str, run_key: str) -> bool:
         """Lease liveness after the grace period: the owner's beacon (this process answers from memory)."""
         if owner == self.owner:
@@ -187,57 +143,11 @@ class BridgeService:
         and idle shutdown all decide through this one check."""
         return lease_is_live(lease, now, is_alive=owner_is_alive, holds_run=self.holds_run)
 
-    def _ensure_beacon(self) -> None:
-        """Started by the first run, in the worker (create_app does no I/O and spawns nothing)."""
-        with self._active_lock:
-            if self._beacon_started:
-                return
-            self._beacon_started = True
-        self.runtime.spawn(self._beacon_loop, name="beacon")
+    def start_run(self, request: RunRequest, client_socket: Any = None) -> RunStream | GuidanceStream:
+        """Admit a validated request durably and hand back the stream (headers go out with RUN_STARTED).
 
-    def _beacon_loop(self) -> None:
-        """Every second: pass on cancel requests; every renew interval (or when runs change): publish."""
-        interval_s = self.settings.beacon_interval_s
-        published: frozenset[str] | None = None
-        next_publish = 0.0
-        next_cleanup = time.monotonic() + 60.0
-        while True:
-            holders = PROCESS_RUNS.snapshot()
-            try:
-                for key in self.beacons.take_cancels(holders):
-                    holders[key].request_cancel()
-                current = frozenset(holders)
-                now = time.monotonic()
-                if current != published or now >= next_publish:
-                    self.beacons.publish(self.owner, current, now_ms())
-                    published, next_publish = current, now + interval_s
-                if now >= next_cleanup:
-                    next_cleanup = now + 600.0
-                    self.beacons.forget_stale(older_than_s=3600.0)
-            except OSError:
-                log.warning("worker beacon update failed", exc_info=True)
-            self.runtime.sleep(min(1.0, interval_s))
-
-    def drain(self, wait_s: float) -> int:
-        """Graceful shutdown (docs/design.md#shutdown-drain): refuse new runs, give active ones `wait_s` to end on
-        their own, then stop the rest with RUN_ERROR (their A2A tasks cancelled). Returns how many
-        runs had to be stopped."""
-        self.draining = True
-        deadline = time.monotonic() + wait_s
-        with self._active_lock:
-            detached = [run for run in self._streams.values() if isinstance(run, RunStream) and run.detached]
-        for run in detached:  # nobody is reading them: no reason to wait (docs/design.md#reattach)
-            run.request_stop()
-        while self._active and time.monotonic() < deadline:
-            self.runtime.sleep(0.1)
-        with self._active_lock:
-            remaining = list(self._streams.values())
-        for stream in remaining:
-            stream.request_stop()
-        return len(remaining)
-
-    def start_run(self, raw: dict[str, Any], language: str, client_socket: Any = None) -> RunStream | GuidanceStream:
-        """Validate, admit durably, and hand back the stream (headers go out with RUN_STARTED).
+        A refused body's validation error is raised here, after the capacity check
+        (docs/design.md#pre-stream-checks).
 
         `client_socket` (gunicorn's `environ["gunicorn.socket"]`) gets the client write deadline. The capacity
         check and a reservation are one step under the lock, so a burst of requests on the thread back-end
@@ -247,18 +157,16 @@ class BridgeService:
             self._check_capacity()
             self._admitting += 1
         try:
-            return self._admit(raw, language, client_socket, began)
+            return self._admit(request, client_socket, began)
         finally:
             with self._active_lock:
                 self._admitting -= 1
 
-    def _admit(
-        self, raw: dict[str, Any], language: str, client_socket: Any, began: float
-    ) -> RunStream | GuidanceStream:
-        run = parse_run_input(raw)
+    def _admit(self, request: RunRequest, client_socket: Any, began: float) -> RunStream | GuidanceStream:
+        run, language = request.run_input(), request.language
         cwd = resolve_cwd(run.props.cwd, self.settings.allowed_cwds)
         if run.props.active_guidance:
-            guidance = admit_guidance(self.store, run, cwd=cwd, digest=request_digest(raw), now_ms=now_ms())
+            guidance = admit_guidance(self.store, run, cwd=cwd, digest=request.digest, now_ms=now_ms())
             guidance_stream = GuidanceStream(self._deps, guidance, run, language)
             guidance_stream.client_socket = bound_client_socket(client_socket, self.settings.client_write_timeout_s)
             with self._active_lock:
@@ -269,14 +177,13 @@ class BridgeService:
             self.store,
             run,
             cwd=cwd,
-            digest=request_digest(raw),
+            digest=request.digest,
             owner=self.owner,
             now_ms=now_ms(),
             lease_ttl_ms=int(self.settings.lease_ttl_s * 1000),
             is_alive=owner_is_alive,
             holds_run=self.holds_run,
         )
-        self._ensure_beacon()
         stream = RunStream(self._deps, ticket, run, language)
         stream.began_at = began  # time to RUN_STARTED counts validation and admission
         stream.client_socket = bound_client_socket(client_socket, self.settings.client_write_timeout_s)
@@ -325,6 +232,56 @@ class BridgeService:
 
     def close(self) -> None:
         self.client.close()
+
+    # ---- what the worker's loops ask (worker/maintenance.py) ----------------------------------
+
+    def held_runs(self) -> Mapping[str, Cancellable]:
+        """The runs this process streams, by run key: what its beacon lists (docs/design.md#leases-and-beacons)."""
+        return PROCESS_RUNS.snapshot()
+
+    def is_idle(self) -> bool:
+        """Idle for `idle_shutdown_s` here and in every thread file (runs of other workers count)."""
+        idle_s = self.settings.idle_shutdown_s
+        if idle_s <= 0 or self._active or self._followers or time.monotonic() - self.last_activity < idle_s:
+            return False
+        now = now_ms()
+        latest = busy_since(self.store, now, self.lease_live, self._yield_turn)
+        return latest is not None and now - latest >= idle_s * 1000
+
+    def _yield_turn(self) -> None:
+        """Between two thread files of a sweep: under gevent the other greenlets run (docs/design.md#retention)."""
+        self.runtime.sleep(0)
+
+    def sweep_retention(self) -> None:
+        """One retention sweep (docs/design.md#retention): thread files under their locks, run records (off the
+        hub) by whichever worker takes the records' sweep lock first."""
+        report = prune(
+            self.store, lease_live=self.lease_live, yield_turn=self._yield_turn, **prune_options(self.settings)
+        )
+        if report.removed or report.problems or report.markers_removed or report.records_expired:
+            log.info(
+                "retention sweep removed %d thread file(s), %d cancel marker(s) of ended runs and %d run "
+                "record(s) (%d of them over the replay budget)",
+                len(report.removed), report.markers_removed,
+                report.records_expired + report.records_evicted, report.records_evicted,
+            )  # fmt: skip
+
+    def begin_drain(self) -> None:
+        """Refuse new runs from now on (503 + Retry-After) and stop the detached runs at once: nobody is
+        reading them, so there is no reason to wait (docs/design.md#shutdown-drain)."""
+        self.draining = True
+        with self._active_lock:
+            detached = [run for run in self._streams.values() if isinstance(run, RunStream) and run.detached]
+        for run in detached:
+            run.request_stop()
+
+    def stop_streams(self) -> int:
+        """Ask every stream still open to stop (RUN_ERROR, its A2A task cancelled); how many there were."""
+        with self._active_lock:
+            remaining = list(self._streams.values())
+        for stream in remaining:
+            stream.request_stop()
+        return len(remaining)
 
 
 def bound_client_socket(sock: Any, timeout_s: float) -> Any:

@@ -31,12 +31,10 @@ from agui_bridge.validation.schemas import ENVELOPE_SCHEMA, FORWARDED_PROPS_SCHE
 __all__ = [
     "CloudCredentials",
     "IacCodeProps",
-    "PrevalidatedBody",
     "ResumeAnswer",
     "RunInput",
     "ThinkingOptions",
     "parse_run_input",
-    "prevalidate",
     "raw_preferred_language",
 ]
 
@@ -54,8 +52,8 @@ def _alias(data: Mapping[str, Any], camel: str, snake: str) -> Any:
 def raw_preferred_language(raw: dict[str, object]) -> object:
     """``forwardedProps.iacCode.preferredLanguage`` of an unvalidated body, or None if unreachable.
 
-    Used before validation so that even envelope errors are localised by the payload's preference
-    (docs/design.md#language-selection); the caller normalises the value.
+    Only for a body that failed validation, so that even its envelope error is localised by the payload's
+    preference (docs/design.md#language-selection); `i18n.select_language` normalises the value.
     """
     if not isinstance(raw, dict):
         return None
@@ -68,42 +66,19 @@ def raw_preferred_language(raw: dict[str, object]) -> object:
     return _alias(iac_code, "preferredLanguage", "preferred_language")
 
 
-class PrevalidatedBody(dict[str, Any]):
-    """A decoded body whose validation already ran, off the gevent hub (`web.request_body`).
-
-    `parse_run_input` hands back the kept outcome (the result, or the same InvalidInput raised
-    again) instead of validating a second time on the hub, at the point the caller asks for it, so
-    the order of checks around it is unchanged.
-    """
-
-    outcome: RunInput | InvalidInput
-
-
-def prevalidate(raw: dict[str, Any]) -> PrevalidatedBody:
-    """Validate `raw` now (CPU-bound: run it in a native thread) and keep the outcome."""
-    body = PrevalidatedBody(raw)
-    try:
-        body.outcome = _parse_run_input(raw)
-    except InvalidInput as exc:
-        body.outcome = exc
-    return body
-
-
 def parse_run_input(raw: dict[str, object]) -> RunInput:
     """Validate a decoded request body; raise ``InvalidInput`` naming the first failing rule.
 
     Order: the envelope, then ``forwardedProps``/``iacCode``, then ``tools`` must be empty
     (docs/design.md#input-validation). Message *content* rules are not checked here: they fail
-    in-stream (docs/design.md#message-content).
+    in-stream (docs/design.md#message-content). CPU-bound: `POST /` calls it once, off the hub for a
+    large body (`runs/request.py`).
     """
-    if isinstance(raw, PrevalidatedBody):
-        if isinstance(raw.outcome, InvalidInput):
-            raise raw.outcome
-        return raw.outcome
     return _parse_run_input(raw)
 
 
 def _parse_run_input(raw: dict[str, object]) -> RunInput:
+    """The validation itself, the common shape first (tests switch that fast path off to compare)."""
     if not isinstance(raw, dict):
         raise InvalidInput(MessageKey.NOT_AN_OBJECT)
     common = accept_common_shape(raw)  # the usual new run, without the schemas; anything else goes on below

@@ -2,8 +2,9 @@
 one, loopback Hosts only (docs/design.md#decision-secure-by-default).
 
 Bytes are compared in constant time; a malformed header is a 401, never a 500
-(docs/design.md#decision-no-500). `guard_request` runs
-before every view, so a route added later is protected without remembering to call anything.
+(docs/design.md#decision-no-500). `guard_request` runs before every view and is the one place the
+token is checked: a route added later is protected without remembering to call anything, and no view
+checks it again.
 """
 
 from __future__ import annotations
@@ -36,8 +37,13 @@ def check_bearer(header: str | None, expected: str | None) -> None:
         presented = token.encode("latin-1")
     except UnicodeEncodeError:
         raise Unauthorized() from None
-    if not hmac.compare_digest(presented, expected.encode("utf-8")):
+    if not tokens_match(presented, expected.encode("utf-8")):
         raise Unauthorized()
+
+
+def tokens_match(presented: bytes, expected: bytes) -> bool:
+    """The one comparison of a presented token, in constant time (its duration says nothing of the token)."""
+    return hmac.compare_digest(presented, expected)
 
 
 #: Distinct Host values remembered per worker; a client sending a new Host on every request only

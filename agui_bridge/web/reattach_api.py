@@ -17,7 +17,7 @@ from agui_bridge.protocol.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
 from agui_bridge.reattach.follow import Reattach, follow, open_reattach, parse_cursor
 from agui_bridge.runs.service import bound_client_socket, release_client_socket
 from agui_bridge.validation.addressable import check_addressable_ids
-from agui_bridge.web.context import get_service
+from agui_bridge.web.context import get_service, get_worker
 from agui_bridge.web.http_errors import request_language
 
 bp = Blueprint("iac_code_reattach", __name__)
@@ -81,7 +81,7 @@ def reattach_view(thread_id: str, run_id: str) -> Response:
         lease = state.active_run if state is not None else None
         return lease is None or lease.run_id != run_id
 
-    body = _FollowBody(attach, follow(attach, service.runtime, settings, language, run_over))
+    body = _FollowBody(attach, follow(attach, get_worker().runtime, settings, language, run_over))
     response = Response(body, status=200, content_type=SSE_CONTENT_TYPE, direct_passthrough=True)
     for name, value in SSE_RESPONSE_HEADERS:
         response.headers[name] = value

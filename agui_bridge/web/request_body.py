@@ -21,10 +21,10 @@ from agui_bridge.config.settings import Settings
 from agui_bridge.errors import InvalidInput, InvalidJson, RequestTooLarge, UnsupportedMediaType
 from agui_bridge.i18n.language import language_from_accept
 from agui_bridge.i18n.message_keys import MessageKey
+from agui_bridge.runs.request import RunRequest
+from agui_bridge.runs.request import read_run_request as validate_run_request
 from agui_bridge.validation.bounds import check_body_bounds, prescan_json_text
-from agui_bridge.validation.run_input import prevalidate
-from agui_bridge.web.auth import check_bearer
-from agui_bridge.worker.runtime import OffHubPool, socket_is_patched
+from agui_bridge.worker.host import ReadTimedOut, decode_off_hub, let_the_hub_run, read_within
 
 _CHUNK = 64 * 1024
 #: Under gevent a read of data already buffered returns without a switch: a large body read in one go
@@ -43,35 +43,14 @@ def upload_deadline(started: float, received: int) -> float:
 
 
 def _read_chunk(stream: IO[bytes], deadline: float) -> bytes:
-    """One read, cut off at `deadline` under gevent (a blocked socket read cannot be under threads)."""
+    """One read, cut off at `deadline` where the worker can cut a read (gevent)."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise InvalidJson(SLOW_UPLOAD_KEY)
-    if not socket_is_patched():
-        return stream.read(_CHUNK)
-    import gevent
-
-    timer = gevent.Timeout(remaining)
-    timer.start()
     try:
-        return stream.read(_CHUNK)
-    except gevent.Timeout as exc:
-        if exc is not timer:
-            raise
+        return read_within(stream, _CHUNK, remaining)
+    except ReadTimedOut:
         raise InvalidJson(SLOW_UPLOAD_KEY) from None
-    finally:
-        timer.close()
-
-
-#: Native threads that decode and validate large bodies, per worker process: a pool of its own, so hostile
-#: bodies queue here and never in front of the hub's own threadpool (gevent's DNS resolution) or other
-#: offloaded work; two threads at most, so they cannot take every core.
-DECODE = OffHubPool(2, "agui-body-decode")
-
-
-def off_hub(fn: Callable[..., _T], *args: Any) -> _T:
-    """Run CPU-bound `fn` in a native thread (the hub keeps running); directly where gevent is not used."""
-    return DECODE.run(fn, *args)
 
 
 def require_json_media_type(content_type: str | None) -> None:
@@ -115,16 +94,8 @@ def read_limited(
         unyielded += len(chunk)
         if unyielded >= _YIELD_EVERY_BYTES:
             unyielded = 0
-            _let_the_hub_run()
+            let_the_hub_run()
     return b"".join(chunks)
-
-
-def _let_the_hub_run() -> None:
-    """Under gevent, let every other ready greenlet run once (nothing to do with threads)."""
-    if socket_is_patched():
-        import gevent
-
-        gevent.sleep(0)
 
 
 def decode_json(body: bytes, invalid_key: str) -> Any:
@@ -140,17 +111,27 @@ def decode_json(body: bytes, invalid_key: str) -> Any:
 
 
 def decode_bounded_body(body: bytes, invalid_key: str) -> Any:
-    """Decode and check the caps (one CPU-bound step, run off the hub by `read_json_object`)."""
+    """Decode and check the caps (CPU-bound: `_read_body` runs it off the hub for a large body)."""
     prescan_json_text(body)
     value = decode_json(body, invalid_key)
     check_body_bounds(value)
     return value
 
 
-def decode_run_body(body: bytes, invalid_key: str) -> Any:
-    """POST /: decode, check the caps and validate the RunAgentInput in one off-hub step."""
-    value = decode_bounded_body(body, invalid_key)
-    return prevalidate(value) if isinstance(value, dict) else value
+def _read_body(limit: int, too_large_key: str, invalid_json_key: str, decode: Callable[[bytes], _T]) -> _T:
+    """Media type, the size limit while reading, then `decode` (off the hub for a large body)."""
+    require_json_media_type(request.headers.get("Content-Type"))
+    body = read_limited(request.stream, request.headers.get("Content-Length"), limit, too_large_key, invalid_json_key)
+    return decode_off_hub(decode, body) if len(body) > _OFF_HUB_BYTES else decode(body)
+
+
+def _json_object(
+    body: bytes, invalid_json_key: str, not_object_key: str, decode: Callable[[bytes, str], Any]
+) -> dict[str, Any]:
+    value = decode(body, invalid_json_key)
+    if not isinstance(value, dict):
+        raise InvalidInput(not_object_key, field="")
+    return value
 
 
 def read_json_object(
@@ -164,17 +145,31 @@ def read_json_object(
 ) -> dict[str, Any]:
     """The checks every protected JSON route makes before its own, in the order of docs/design.md#pre-stream-checks.
 
-    Language from Accept-Language first (so even a 401 is localised), then auth, media type, the size
-    limit while reading, JSON, and a top-level object.
+    The token was checked before the view (`web/auth.guard_request`); here the language of the answers
+    (Accept-Language), the media type, the size limit while reading, JSON, and a top-level object.
     """
     g.agui_language = language_from_accept(request.headers.get("Accept-Language"), settings.default_language)
-    check_bearer(request.headers.get("Authorization"), settings.auth_token)
-    require_json_media_type(request.headers.get("Content-Type"))
-    body = read_limited(request.stream, request.headers.get("Content-Length"), limit, too_large_key, invalid_json_key)
-    value = off_hub(decode, body, invalid_json_key) if len(body) > _OFF_HUB_BYTES else decode(body, invalid_json_key)
-    if not isinstance(value, dict):
-        raise InvalidInput(not_object_key, field="")
-    return value
+    return _read_body(
+        limit,
+        too_large_key,
+        invalid_json_key,
+        lambda body: _json_object(body, invalid_json_key, not_object_key, decode),
+    )
+
+
+def read_run_request(settings: Settings) -> RunRequest:
+    """`POST /`'s body, read once: the checks of `read_json_object`, then, in the same off-hub step as the
+    decoding, validation, the language of the answers and the request digest (`runs/request.py`)."""
+    accept_language = request.headers.get("Accept-Language")
+    g.agui_language = language_from_accept(accept_language, settings.default_language)
+
+    def decode(body: bytes) -> RunRequest:
+        raw = _json_object(body, MessageKey.INVALID_JSON, MessageKey.NOT_AN_OBJECT, decode_bounded_body)
+        return validate_run_request(raw, accept_language, settings.default_language)
+
+    run_request = _read_body(settings.max_request_bytes, MessageKey.REQUEST_TOO_LARGE, MessageKey.INVALID_JSON, decode)
+    g.agui_language = run_request.language
+    return run_request
 
 
 #: The extensions' own messages for the three body checks (too large, invalid JSON, not an object).

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agui_bridge.config.settings import Settings
+    from agui_bridge.worker.host import WorkerHost
 
 #: gunicorn's own settings that are not a choice of the operator.
 TIMEOUT_S = 30
@@ -124,6 +125,7 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
         "on_starting": on_starting,
         "post_worker_init": init_worker,
         "worker_abort": worker_abort,
+        "worker_exit": worker_exit,
         "child_exit": child_exit,
     }
 
@@ -165,13 +167,14 @@ def post_worker_init(worker: Any) -> None:
 
     def on_term(sig: int, frame: Any) -> None:
         worker.handle_exit(sig, frame)  # alive = False: gunicorn stops accepting
-        gevent.spawn(drain_worker, worker)  # no blocking work inside a signal handler
+        if getattr(worker, DRAIN_ATTRIBUTE, None) is None:  # one drain per worker, whatever the signals
+            setattr(worker, DRAIN_ATTRIBUTE, gevent.spawn(drain_worker, worker))  # no blocking work in a handler
 
     signal.signal(signal.SIGTERM, on_term)
-    service = getattr(worker.wsgi, "extensions", {}).get("agui_bridge")
-    if service is not None:
+    host = worker_host(worker.wsgi)
+    if host is not None:
         # Idle shutdown stops the whole server: ask the master, which drains every worker.
-        service.start_maintenance(lambda: os.kill(worker.ppid, signal.SIGTERM))
+        host.loops.start_maintenance(lambda: os.kill(worker.ppid, signal.SIGTERM))
     # The app's objects live as long as the worker: keep them out of every full collection
     # (docs/design.md#gc-freeze).
     gc.freeze()
@@ -185,13 +188,36 @@ def child_exit(server: Any, worker: Any) -> None:
         multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
+def worker_host(app: Any) -> WorkerHost | None:
+    """The app's `WorkerHost` (`create_app` registers it), or None for an app that is not the bridge."""
+    from agui_bridge.worker.host import WORKER_KEY
+
+    host: WorkerHost | None = getattr(app, "extensions", {}).get(WORKER_KEY)
+    return host
+
+
 def drain_worker(worker: Any) -> None:
-    service = getattr(worker.wsgi, "extensions", {}).get("agui_bridge")
-    if service is None:
+    host = worker_host(worker.wsgi)
+    if host is None:
         return
-    stopped = service.drain(max(0.0, float(worker.cfg.graceful_timeout) - DRAIN_MARGIN_S))
+    stopped = host.loops.drain(max(0.0, float(worker.cfg.graceful_timeout) - DRAIN_MARGIN_S))
     if stopped:
         worker.log.info("drain: stopped %d active run(s) with RUN_ERROR", stopped)
+
+
+#: The worker attribute holding its drain greenlet, for `worker_exit`.
+DRAIN_ATTRIBUTE = "agui_drain"
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """Let a drain under way finish before the worker process ends (at most `graceful_timeout`).
+
+    gunicorn ends a worker once its open requests are done; a detached run has no request, so without this
+    the process could end before the drain's stop reached the run's record (docs/design.md#shutdown-drain).
+    """
+    drain = getattr(worker, DRAIN_ATTRIBUTE, None)
+    if drain is not None:
+        drain.join(timeout=float(worker.cfg.graceful_timeout))
 
 
 def worker_abort(worker: Any) -> None:

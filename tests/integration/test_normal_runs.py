@@ -6,8 +6,9 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from flask.testing import FlaskClient
@@ -15,6 +16,7 @@ from flask.testing import FlaskClient
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.store.store import ThreadStore
+from agui_bridge.worker.hooks import worker_host
 from tests.agui_checks import assert_valid_agui_stream, event_types, parse_sse, sse_comments
 from tests.bridge_harness import custom, new_thread_id, run_body, wait_for_task_state
 
@@ -198,14 +200,15 @@ def test_long_answer_keeps_every_delta(client: FlaskClient, workspace: Path, tex
 
 def test_drain_refuses_new_runs_and_stops_active_ones(client: FlaskClient, workspace: Path) -> None:
     """Graceful drain in-process (threads back-end): 503 + Retry-After for new runs; RUN_ERROR for active ones."""
-    service = client.application.extensions["agui_bridge"]
+    host = worker_host(client.application)
+    assert host is not None
     response = client.post("/", json=run_body(new_thread_id(), "slow [SLOW 30]", workspace), buffered=False)
-    chunks = iter(response.response)
+    chunks = iter(cast("Iterable[bytes]", response.response))
     raw = next(chunks)
     while b"iac-code.session.v1" not in raw:
         raw += next(chunks)
     stopped: list[int] = []
-    drainer = threading.Thread(target=lambda: stopped.append(service.drain(0.2)))
+    drainer = threading.Thread(target=lambda: stopped.append(host.loops.drain(0.2)))
     drainer.start()
     raw += b"".join(chunks)
     drainer.join(10)

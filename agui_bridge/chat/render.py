@@ -73,41 +73,55 @@ def _fence_opener(line: str) -> str | None:
     return None
 
 
-def tail_source(text: str, keep_lines: int) -> str:
-    """The last `keep_lines` lines of `text`, preceded by the opening line of the fence they sit in, if any:
-    enough to preview the bottom of a long message with its code still highlighted. Pure."""
-    lines = text.split("\n")
-    if len(lines) <= keep_lines:
+def tail_source(text: str, keep_lines: int, keep_chars: int) -> str:
+    """The end of `text` (its last `keep_lines` lines, at most `keep_chars` characters), preceded by the
+    opening line of the fence it sits in, if any: enough to preview the bottom of a long message with its
+    code still highlighted, at a cost that does not grow with the message. Pure."""
+    lines = text[-keep_chars:].split("\n") if len(text) > keep_chars else text.split("\n")
+    cut = max(0, len(lines) - keep_lines)
+    if cut == 0 and len(text) <= keep_chars:
         return text
-    open_at: int | None = None
+    kept = "\n".join(lines[cut:])
+    opener = _open_fence(text[: len(text) - len(kept)])
+    return f"{opener}\n{kept}" if opener is not None else kept
+
+
+def _open_fence(text: str) -> str | None:
+    """The opening line of the fence still open at the end of `text`, or None."""
+    open_line: str | None = None
     fence = ""
-    for number, line in enumerate(lines):
-        opener = _fence_opener(line)
-        if opener is None:
+    for line in text.split("\n"):
+        marks = _fence_opener(line)
+        if marks is None:
             continue
-        if open_at is None:
-            open_at, fence = number, opener
-        elif opener.startswith(fence) and not line.strip().strip(fence[0]):
-            open_at = None
-    cut = len(lines) - keep_lines
-    kept = lines[cut:]
-    if open_at is not None and open_at < cut:
-        kept = [lines[open_at], *kept]
-    return "\n".join(kept)
+        if open_line is None:
+            open_line, fence = line, marks
+        elif marks.startswith(fence) and not line.strip().strip(fence[0]):
+            open_line = None
+    return open_line
 
 
 class _Tail:
     """The bottom of the message in progress, at most one line less than the screen, so that Live can
-    always move the cursor back to its top and erase it."""
+    always move the cursor back to its top and erase it. Holds the message's list of deltas, joined at
+    render time: appending a delta stays O(1) however long the message grows."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, parts: list[str]) -> None:
+        self.parts = parts
+        self._drawn: tuple[tuple[int, int, int], list[list[Segment]]] | None = None
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         height = max(1, console.size.height - 1)
-        source = tail_source(self.text, height * TAIL_SCREENS)
-        lines = console.render_lines(AgentMarkdown(source), options, pad=False)
-        for line in lines[-height:]:
+        key = (len(self.parts), height, options.max_width)
+        if self._drawn is None or self._drawn[0] != key:  # a refresh without a new delta draws nothing anew
+            keep_lines = height * TAIL_SCREENS
+            source = tail_source("".join(self.parts), keep_lines, keep_lines * max(1, options.max_width))
+            # One column short of the screen and without trailing blanks: the cursor never waits at the right
+            # edge, where the echo of a key the user types (^C) would wrap onto a line Live does not erase.
+            narrower = options.update_width(max(1, options.max_width - 1))
+            lines = console.render_lines(AgentMarkdown(source), narrower, pad=False)[-height:]
+            self._drawn = key, [_without_trailing_blanks(line) for line in lines]
+        for line in self._drawn[1]:
             yield from line
             yield Segment.line()
 
@@ -124,10 +138,46 @@ _MEDIA_TYPE_EXTENSIONS = {
 }
 
 
+def _without_trailing_blanks(line: list[Segment]) -> list[Segment]:
+    """A rendered line without the spaces that pad it to the full width (its styles kept)."""
+    kept = list(line)
+    while kept and (kept[-1].control or not kept[-1].text.rstrip(" ")):
+        kept.pop()
+    if kept:
+        last = kept[-1]
+        kept[-1] = Segment(last.text.rstrip(" "), last.style, last.control)
+    return kept
+
+
 def guess_lexer(filename: str, media_type: str, code: str) -> str:
     """A Pygments lexer name for an artifact: from its media type when it names one, else its file name."""
     extension = _MEDIA_TYPE_EXTENSIONS.get(media_type.partition(";")[0].strip().lower())
     return Syntax.guess_lexer(f"artifact{extension}" if extension else filename or "artifact.txt", code)
+
+
+class _QuietLive(Live):
+    """Live that redraws only when the message grew or the terminal changed size: a stream that pauses
+    mid-message does not rewrite the same screen eight times a second."""
+
+    def __init__(self, tail: _Tail, console: Console) -> None:
+        super().__init__(
+            tail,
+            console=console,
+            refresh_per_second=REFRESHES_PER_SECOND,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+            vertical_overflow="crop",
+        )
+        self._tail = tail
+        self._shown: tuple[int, int, int] | None = None
+
+    def refresh(self) -> None:
+        size = self.console.size
+        shown = (len(self._tail.parts), size.width, size.height)
+        if shown != self._shown:
+            self._shown = shown
+            super().refresh()
 
 
 class MarkdownRenderer:
@@ -137,39 +187,29 @@ class MarkdownRenderer:
         self.console = Console(
             file=out, force_terminal=True, markup=False, emoji=False, highlight=False, soft_wrap=False
         )
-        self._text = ""
-        self._live: Live | None = None
+        self._parts: list[str] = []
+        self._live: _QuietLive | None = None
 
     @property
     def active(self) -> bool:
         """True while a message is being shown and has not been settled into the scrollback."""
-        return bool(self._text)
+        return bool(self._parts)
 
     def add(self, escaped_delta: str) -> None:
         """Append a delta (already escaped) to the message in progress and let Live show it."""
         if not escaped_delta:
             return
-        self._text += escaped_delta
+        self._parts.append(escaped_delta)
         if self._live is None:
-            self._live = Live(
-                _Tail(self._text),
-                console=self.console,
-                refresh_per_second=REFRESHES_PER_SECOND,
-                transient=True,
-                redirect_stdout=False,
-                redirect_stderr=False,
-                vertical_overflow="crop",
-            )
-            self._live.start()
-        else:
-            self._live.update(_Tail(self._text))
+            self._live = _QuietLive(_Tail(self._parts), self.console)
+            self._live.start(refresh=True)  # its thread redraws the same _Tail, which sees every later delta
 
     def settle(self) -> None:
         """Erase the live preview and print the whole message rendered once; nothing when idle."""
         live, self._live = self._live, None
         if live is not None:
             live.stop()
-        text, self._text = self._text, ""
+        text, self._parts = "".join(self._parts), []
         if text.strip():
             self.console.print(AgentMarkdown(text))
 

@@ -136,25 +136,28 @@ def test_guess_lexer(filename: str, media_type: str, lexer: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "keep", "tail"),
+    ("text", "keep_lines", "keep_chars", "tail"),
     [
-        ("a\nb\nc", 5, "a\nb\nc"),
-        ("a\nb\nc\nd", 2, "c\nd"),
-        ("intro\n```yaml\nk: 1\nk: 2\nk: 3", 2, "```yaml\nk: 2\nk: 3"),  # the open fence's language stays
-        ("```yaml\nk: 1\n```\nafter\nmore", 2, "after\nmore"),  # a closed fence is not carried
-        ("~~~~\nx\n~~~\ny\nz", 2, "~~~~\ny\nz"),  # a shorter closer does not close
-        ("    ```\nx\ny\nz", 2, "y\nz"),  # indented four spaces: code, not a fence
+        ("a\nb\nc", 5, 100, "a\nb\nc"),
+        ("a\nb\nc\nd", 2, 100, "c\nd"),
+        ("intro\n```yaml\nk: 1\nk: 2\nk: 3", 2, 100, "```yaml\nk: 2\nk: 3"),  # the open fence's language stays
+        ("```yaml\nk: 1\n```\nafter\nmore", 2, 100, "after\nmore"),  # a closed fence is not carried
+        ("~~~~\nx\n~~~\ny\nz", 2, 100, "~~~~\ny\nz"),  # a shorter closer does not close
+        ("    ```\nx\ny\nz", 2, 100, "y\nz"),  # indented four spaces: code, not a fence
+        ("x" * 50 + "yz", 10, 2, "yz"),  # one endless line: bounded by characters
+        ("```py\n" + "x" * 50 + "yz", 10, 2, "```py\nyz"),
     ],
 )
-def test_tail_source(text: str, keep: int, tail: str) -> None:
-    assert tail_source(text, keep) == tail
+def test_tail_source(text: str, keep_lines: int, keep_chars: int, tail: str) -> None:
+    assert tail_source(text, keep_lines, keep_chars) == tail
 
 
 def test_the_live_preview_stays_shorter_than_the_screen() -> None:
     console = Console(file=io.StringIO(), force_terminal=True, width=60, height=12)
     long_answer = "\n\n".join(f"paragraph {n}" for n in range(100))
-    lines = console.render_lines(_Tail(long_answer), pad=False)
+    lines = console.render_lines(_Tail([long_answer]), pad=False)
     assert len(lines) <= 11
+    assert all(sum(len(segment.text) for segment in line) < 60 for line in lines)  # never at the right edge
     assert "paragraph 99" in "".join(segment.text for segment in lines[-1])
 
 
@@ -174,3 +177,17 @@ def test_only_a_terminal_without_json_gets_markdown_rendered() -> None:
     assert client_printer("hi", stdout=TerminalBuffer()).markdown is not None
     assert client_printer("hi", stdout=io.StringIO()).markdown is None
     assert client_printer("--json", "hi", stdout=TerminalBuffer()).markdown is None
+
+
+def test_a_paused_stream_is_not_redrawn() -> None:
+    view, out = terminal_view()
+    view.event("TEXT_MESSAGE_CONTENT", {"messageId": "m", "delta": "waiting for the next delta"})
+    renderer = view.printer.markdown
+    assert renderer is not None and renderer._live is not None
+    drawn = len(out.getvalue())
+    renderer._live.refresh()  # what the refresh thread does while no delta arrives
+    assert len(out.getvalue()) == drawn
+    view.event("TEXT_MESSAGE_CONTENT", {"messageId": "m", "delta": " and it came"})
+    renderer._live.refresh()
+    assert len(out.getvalue()) > drawn
+    view.event("TEXT_MESSAGE_END", {"messageId": "m"})

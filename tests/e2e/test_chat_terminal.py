@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -117,11 +118,14 @@ class TmuxPane:
     def __init__(self, tmp_path: Path, argv: list[str], env: dict[str, str]) -> None:
         self.socket = str(tmp_path / "tmux.sock")
         self.status_file = tmp_path / "chat.status"
+        self.exited = threading.Event()
         conf = tmp_path / "tmux.conf"
         conf.write_text("set -g remain-on-exit on\nset -g history-limit 10000\n")
         self.env = {**env, "TERM": "xterm-256color"}
-        # the pane's shell records the exit status, then signals the channel the test waits on
-        script = f"{shlex.join(argv)}; echo $? > {shlex.quote(str(self.status_file))}; tmux wait-for -S chat-done"
+        # the pane's shell records the exit status, signals the channel the test waits on, and keeps the pane
+        # alive (a dead pane reports no cursor state) until close() ends the server
+        status = shlex.quote(str(self.status_file))
+        script = f"{shlex.join(argv)}; echo $? > {status}; tmux wait-for -S chat-done; tmux wait-for chat-release"
         self.tmux("-f", str(conf), "new-session", "-d", "-s", "chat", "-x", "100", "-y", "50", script)
 
     def tmux(self, *args: str, timeout_s: float = 30) -> str:
@@ -137,11 +141,29 @@ class TmuxPane:
 
     def wait_exit(self, timeout_s: float = 60) -> int:
         self.tmux("wait-for", "chat-done", timeout_s=timeout_s)
+        self.exited.set()
         return int(self.status_file.read_text())
 
     def capture(self) -> str:
         """The pane and its history, with SGR colour sequences (`-e`)."""
         return self.tmux("capture-pane", "-p", "-e", "-S", "-", "-t", "chat")
+
+    def expect(self, pattern: str, timeout_s: float = 30) -> str:
+        """The pane's text (styles removed) once `pattern` shows on it; AssertionError after the deadline."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            text = SGR.sub("", self.capture())
+            if re.search(pattern, text, re.MULTILINE):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{pattern!r} not on the pane:\n{text[-3000:]}")
+            self.exited.wait(0.2)  # set only by wait_exit: a bounded pause between two looks
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "chat", *keys)
+
+    def cursor_visible(self) -> bool:
+        return self.tmux("display-message", "-p", "-t", "chat", "#{cursor_flag}").strip() == "1"
 
     def title(self) -> str:
         return self.tmux("display-message", "-p", "-t", "chat", "#{pane_title}").strip()
@@ -222,3 +244,31 @@ def test_control_sequences_from_the_server_are_shown_not_obeyed(tmp_path: Path) 
     assert "title \\x1b]0;pwned\\x07 then clear \\x1b[2J and [red]markup[/red] :smile: <b>html</b>" in text
     assert "Key: \\x1b]0;pwned\\x07value" in text  # the artifact's content too
     assert "[tool] write_file" in text
+
+
+def test_a_question_is_asked_below_the_rendered_text_and_answered_at_the_prompt(
+    bridge: BridgeServer, workspace: Path, tmp_path: Path
+) -> None:
+    with tmux_pane(tmp_path, chat_argv(bridge.url, workspace, "ask me a question")) as pane:
+        pane.expect(r"^answer\[1-2\]>\s*$")
+        pane.keys("2", "Enter")
+        assert pane.wait_exit() == 0
+        text = SGR.sub("", pane.capture())
+    assert text.index("I need one detail first.") < text.index("[interrupt] Question from the agent")
+    assert re.search(r"^  1\) Small \(2 vCPU\)\n  2\) Large \(8 vCPU\)$", text, re.MULTILINE)
+    assert text.index("answer[1-2]> 2") < text.index("You chose: Large (8 vCPU).")
+    assert text.count("I need one detail first.") == 1  # the live preview left nothing behind
+
+
+def test_ctrl_c_while_a_message_streams_leaves_it_rendered_and_the_cursor_visible(
+    bridge: BridgeServer, workspace: Path, tmp_path: Path
+) -> None:
+    with tmux_pane(tmp_path, chat_argv(bridge.url, workspace, "slow [SLOW 20]")) as pane:
+        pane.expect(r"slow chunk 1\.")
+        pane.keys("C-c")
+        assert pane.wait_exit() == 3
+        text = SGR.sub("", pane.capture())
+        cursor = pane.cursor_visible()
+    assert cursor
+    assert re.search(r"^slow chunk 1\.", text, re.MULTILINE)
+    assert text.index("slow chunk 1.") < text.index("interrupted: execution")

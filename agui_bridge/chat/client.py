@@ -181,8 +181,10 @@ class ChatClient:
         self.json_mode = options.json_mode
         terminal = not options.json_mode and stdout.isatty()
         color = terminal and "NO_COLOR" not in os.environ
-        # A terminal gets the agent's Markdown rendered (rich honours NO_COLOR itself); a pipe gets it as written.
-        markdown = markdown_renderer(stdout) if terminal else None
+        # A terminal gets the agent's Markdown rendered (rich honours NO_COLOR itself); a pipe, or a terminal
+        # that cannot move its cursor (TERM=dumb: an editor's shell buffer), gets it as written.
+        rendered = terminal and os.environ.get("TERM") != "dumb"
+        markdown = markdown_renderer(stdout) if rendered else None
         self.printer = Printer(stdout, stderr, color=color, markdown=markdown)
         self.view = EventView(self.printer)
         #: where questions and prompts go: the terminal, or stderr when stdout carries JSON lines

@@ -173,10 +173,13 @@ def client_printer(*argv: str, stdout: io.StringIO) -> Printer:
     return chat.ChatClient(options, None, io.StringIO(), stdout, io.StringIO()).printer  # type: ignore[arg-type]
 
 
-def test_only_a_terminal_without_json_gets_markdown_rendered() -> None:
+def test_only_a_terminal_without_json_gets_markdown_rendered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TERM", "xterm-256color")
     assert client_printer("hi", stdout=TerminalBuffer()).markdown is not None
     assert client_printer("hi", stdout=io.StringIO()).markdown is None
     assert client_printer("--json", "hi", stdout=TerminalBuffer()).markdown is None
+    monkeypatch.setenv("TERM", "dumb")  # no cursor movement: the live preview could not be erased
+    assert client_printer("hi", stdout=TerminalBuffer()).markdown is None
 
 
 def test_a_paused_stream_is_not_redrawn() -> None:

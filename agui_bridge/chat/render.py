@@ -25,14 +25,13 @@ from rich.live import Live
 from rich.markdown import CodeBlock, Markdown, MarkdownElement
 from rich.segment import Segment
 from rich.syntax import Syntax
-from rich.text import Text
 
 #: How often the message in progress is re-rendered while deltas arrive.
 REFRESHES_PER_SECOND = 8
 #: Source lines of the message in progress rendered per refresh, as screen heights (bounds its cost).
 TAIL_SCREENS = 2
-#: Above this size an artifact is shown as plain text: highlighting it would stall the terminal.
-MAX_HIGHLIGHTED_CHARS = 200_000
+#: Above this size a message or an artifact is shown as written: rendering it would stall the terminal.
+MAX_RENDERED_CHARS = 200_000
 CODE_THEME = "monokai"
 
 #: CommonMark without raw HTML (an agent's `<script>` is text), plus GFM tables and strikethrough.
@@ -210,15 +209,19 @@ class MarkdownRenderer:
         if live is not None:
             live.stop()
         text, self._parts = "".join(self._parts), []
-        if text.strip():
+        if len(text) > MAX_RENDERED_CHARS:
+            self.console.file.write(text if text.endswith("\n") else text + "\n")
+            self.console.file.flush()
+        elif text.strip():
             self.console.print(AgentMarkdown(text))
 
     def code(self, escaped_content: str, filename: str, media_type: str) -> None:
         """An artifact's inline content as a highlighted block (plain when too large to highlight)."""
         self.settle()
         content = escaped_content.rstrip("\n")
-        if len(content) > MAX_HIGHLIGHTED_CHARS:
-            self.console.print(Text(content))
+        if len(content) > MAX_RENDERED_CHARS:
+            self.console.file.write(content + "\n")
+            self.console.file.flush()
             return
         lexer = guess_lexer(filename, media_type, content)
         self.console.print(Syntax(content, lexer, theme=CODE_THEME, word_wrap=True, padding=0))

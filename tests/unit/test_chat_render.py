@@ -12,7 +12,7 @@ from rich.console import Console
 
 from agui_bridge.chat import client as chat
 from agui_bridge.chat.output import EventView, Printer, markdown_renderer
-from agui_bridge.chat.render import AgentMarkdown, _Tail, guess_lexer, tail_source
+from agui_bridge.chat.render import MAX_RENDERED_CHARS, AgentMarkdown, _Tail, guess_lexer, tail_source
 from agui_bridge.cli.command import build_parser
 from agui_bridge.demo.scenarios import MARKDOWN_ANSWER, VPC_TEMPLATE, split_every
 
@@ -194,3 +194,10 @@ def test_a_paused_stream_is_not_redrawn() -> None:
     renderer._live.refresh()
     assert len(out.getvalue()) > drawn
     view.event("TEXT_MESSAGE_END", {"messageId": "m"})
+
+
+def test_a_message_too_large_to_render_is_printed_as_written() -> None:
+    view, out = terminal_view()
+    huge = "**not bold** " * (MAX_RENDERED_CHARS // 13 + 1)
+    stream_message(view, huge, size=4096)
+    assert out.getvalue().endswith(huge + "\n")

@@ -1,8 +1,9 @@
 """`agui-bridge chat`: a terminal AG-UI client for the bridge (issues 7 and 15).
 
 One user message goes out as a `RunAgentInput`; the SSE answer is printed as it arrives
-(`chat/output.py`). An interrupt is asked at the prompt (`chat/questions.py`) and answered with a resume
-run (same threadId and rosInvocationId, new runId) until the run ends.
+(`chat/output.py`), its Markdown rendered when stdout is a terminal (`chat/render.py`). An interrupt is
+asked at the prompt (`chat/questions.py`) and answered with a resume run (same threadId and
+rosInvocationId, new runId) until the run ends.
 `--json` prints every AG-UI event as one JSON line on stdout instead (prompts then go to stderr).
 A dropped connection is not a lost run: chat reattaches (`chat/attach.py`); `--attach` follows a run.
 
@@ -29,7 +30,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from agui_bridge.chat import attach as attaching
 from agui_bridge.chat.attach import DEFAULT_RETRIES, RetryPolicy, RunFollower, RunRef
-from agui_bridge.chat.output import BOLD, DIM, RED, YELLOW, EventView, Printer, escape_terminal
+from agui_bridge.chat.output import BOLD, DIM, RED, YELLOW, EventView, Printer, escape_terminal, markdown_renderer
 from agui_bridge.chat.questions import answer_payload, expires_in, question_for
 from agui_bridge.chat.sse import ChatUsageError, describe_http_error
 from agui_bridge.protocol.events import SESSION_EVENT
@@ -178,8 +179,13 @@ class ChatClient:
         self.http = http
         self.stdin = stdin
         self.json_mode = options.json_mode
-        color = not options.json_mode and stdout.isatty() and "NO_COLOR" not in os.environ
-        self.printer = Printer(stdout, stderr, color=color)
+        terminal = not options.json_mode and stdout.isatty()
+        color = terminal and "NO_COLOR" not in os.environ
+        # A terminal gets the agent's Markdown rendered (rich honours NO_COLOR itself); a pipe, or a terminal
+        # that cannot move its cursor (TERM=dumb: an editor's shell buffer), gets it as written.
+        rendered = terminal and os.environ.get("TERM") != "dumb"
+        markdown = markdown_renderer(stdout) if rendered else None
+        self.printer = Printer(stdout, stderr, color=color, markdown=markdown)
         self.view = EventView(self.printer)
         #: where questions and prompts go: the terminal, or stderr when stdout carries JSON lines
         self.prompt_out = stderr if options.json_mode else stdout
@@ -365,6 +371,8 @@ class ChatClient:
                 body["resume"] = answers
         except KeyboardInterrupt:
             return self._cancelled("interrupted")
+        finally:
+            self.printer.settle()  # never leave a live region (and a hidden cursor) behind
         self.printer.error(f"thread {self.options.thread_id}", DIM)
         return result.exit_code
 

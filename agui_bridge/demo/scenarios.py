@@ -41,6 +41,10 @@ reasoning  ``[think]``, ``think``                  raw_thinking deltas, then tex
 tool       ``tool``, ``list files``                text, tool started, input_delta x2,
                                                    input_complete, usage, progress x2, completed,
                                                    text, usage, final
+markdown   ``markdown``                            an answer in Markdown (a paragraph with inline
+                                                   code and a link, a list, a table, a fenced yaml
+                                                   block) as deltas cut mid-line, the template as an
+                                                   ``artifactUpdate`` with inline text, usage, final
 iac        ``template``, ``vpc``                   a ROS YAML template as ~10 text deltas, an
                                                    ``artifactUpdate`` (vpc.ros.yaml), usage, final
 plain      (anything else)                         three text deltas, usage, final, INPUT_REQUIRED
@@ -114,6 +118,8 @@ class Artifact:
     content: str
     media_type: str = "text/plain"
     tool_use_id: str | None = None
+    #: the content travels in the part (``text``) instead of behind an ``iac-code-artifact://`` URL
+    inline: bool = False
 
     @property
     def byte_size(self) -> int:
@@ -343,6 +349,41 @@ def _iac(_text: str) -> Script:
     yield Text("```\n")
     yield Artifact(name="vpc.ros.yaml", content=VPC_TEMPLATE, media_type="application/yaml")
     yield Usage(input_tokens=420, output_tokens=180)
+    yield Final()
+
+
+MARKDOWN_ANSWER = f"""Here is a **ROS template** for a demo VPC. Deploy it with `aliyun ros CreateStack`;
+the reference is at [the ROS documentation](https://www.alibabacloud.com/help/en/ros).
+
+What it creates:
+
+- a VPC (`192.168.0.0/16`)
+- one VSwitch in the zone you choose
+- an output with the VPC id
+
+| Resource | Type | CIDR |
+|---|---|---|
+| Vpc | `ALIYUN::ECS::VPC` | 192.168.0.0/16 |
+| VSwitch | `ALIYUN::ECS::VSwitch` | 192.168.1.0/24 |
+
+```yaml
+{VPC_TEMPLATE}```
+
+Ask me to change the CIDR blocks if they overlap with your network.
+"""
+
+
+def split_every(text: str, size: int) -> list[str]:
+    """``text`` in pieces of ``size`` characters, cut anywhere (a line, a fence, a table row)."""
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _markdown(_text: str) -> Script:
+    """An answer as agents write it, to show how clients render Markdown while it streams."""
+    for delta in split_every(MARKDOWN_ANSWER, 37):
+        yield Text(delta)
+    yield Artifact(name="vpc.ros.yaml", content=VPC_TEMPLATE, media_type="application/yaml", inline=True)
+    yield Usage(input_tokens=420, output_tokens=260)
     yield Final()
 
 
@@ -913,6 +954,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("candidates", ("candidates", "choose"), _candidates, "a candidate_selection input, answered as text"),
     Scenario("reasoning", ("[think]", "think"), _reasoning, "raw_thinking deltas, then text"),
     Scenario("tool", ("tool", "list files"), _tool, "a tool call with progress and a string result"),
+    Scenario("markdown", ("markdown",), _markdown, "an answer in Markdown: code, a list, a table, a link"),
     Scenario("iac", ("template", "vpc"), _iac, "a ROS YAML template as text and as an artifact"),
 )
 PLAIN = Scenario("plain", (), _plain, "a few text deltas (default)")

@@ -257,3 +257,21 @@ def test_mixed_script_streams_every_kind_in_one_turn() -> None:
 @pytest.mark.parametrize("text", ["[mixed]", "[MIXED] a slow tool that may fail to think", "a [Mixed] template"])
 def test_mixed_marker_wins_over_the_single_kind_keywords(text: str) -> None:
     assert sc.select_scenario(text).name == "mixed"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("show a markdown answer", "markdown"), ("a Markdown template", "markdown")]
+)
+def test_markdown_is_picked_before_the_template_keywords(text: str, expected: str) -> None:
+    assert sc.select_scenario(text).name == expected
+
+
+def test_markdown_script_streams_the_answer_cut_mid_line_and_an_inline_artifact() -> None:
+    steps = _steps("show a markdown answer")
+    deltas = [s.delta for s in steps if isinstance(s, sc.Text)]
+    assert "".join(deltas) == sc.MARKDOWN_ANSWER
+    assert any(not delta.endswith("\n") for delta in deltas)
+    assert "```yaml\n" + sc.VPC_TEMPLATE + "```\n" in sc.MARKDOWN_ANSWER
+    (artifact,) = [s for s in steps if isinstance(s, sc.Artifact)]
+    assert artifact.inline and artifact.content == sc.VPC_TEMPLATE
+    assert isinstance(steps[-1], sc.Final) and isinstance(steps[-2], sc.Usage)

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from agui_bridge.worker.start_gate import START_GATE_LIMIT
-from tests.bridge_harness import bridge_server, custom, new_thread_id, read_sse_until, run_body, wait_for_task_state
+from tests.support.harness import bridge_server, custom, new_thread_id, read_sse_until, run_body, wait_for_task_state
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from tests.bridge_harness import REPO_ROOT, BridgeServer, bridge_server, wait_for_task_state
+from tests.support.harness import REPO_ROOT, BridgeServer, bridge_server, wait_for_task_state
 
 pytestmark = pytest.mark.e2e
 

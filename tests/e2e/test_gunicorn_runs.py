@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.agui_checks import assert_valid_agui_stream, event_types, sse_comments
-from tests.bridge_harness import (
+from tests.support.agui_checks import assert_valid_agui_stream, event_types, sse_comments
+from tests.support.harness import (
     BridgeServer,
     StreamReader,
     bridge_server,

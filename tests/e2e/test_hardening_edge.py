@@ -27,7 +27,7 @@ from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.demo.testing import free_port
 from agui_bridge.i18n.language import translate
-from tests.bridge_harness import REPO_ROOT, bridge_server, new_thread_id, run_body
+from tests.support.harness import REPO_ROOT, bridge_server, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e
 

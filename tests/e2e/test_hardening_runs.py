@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import requests
 
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
-from tests.bridge_harness import (
+from tests.e2e.test_metrics import sample
+from tests.support.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.support.harness import (
     BridgeServer,
     StreamReader,
     bridge_server,
@@ -26,7 +27,6 @@ from tests.bridge_harness import (
     run_body,
     wait_for_task_state,
 )
-from tests.e2e.test_metrics import sample
 
 pytestmark = pytest.mark.e2e
 

@@ -1,7 +1,7 @@
 """`--hub-watchdog-ms` in a gunicorn gevent worker: a greenlet that holds the hub is logged once, at
 WARNING with its stack, and counted in `agui_hub_blocked_total` (docs/design.md#hub-watchdog).
 
-The stall comes from tests/hub_block_app.py, a test-only app that adds one blocking route to the
+The stall comes from tests/support/hub_block_app.py, a test-only app that adds one blocking route to the
 bridge's own app; no route of the package can block the hub on a client's request.
 """
 
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.bridge_harness import WsgiHost
 from tests.e2e.test_metrics import sample
-from tests.hub_block_app import BLOCK_PATH
-from tests.hub_guard import GUARD, HubReport
+from tests.support.harness import WsgiHost
+from tests.support.hub_block_app import BLOCK_PATH
+from tests.support.hub_guard import GUARD, HubReport
 
 pytestmark = pytest.mark.e2e
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from agui_bridge.demo.testing import free_port
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import REPO_ROOT, BridgeServer, new_thread_id, run_body
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import REPO_ROOT, BridgeServer, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e
 

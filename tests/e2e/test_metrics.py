@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.bridge_harness import bridge_server, new_thread_id, run_body
+from tests.support.harness import bridge_server, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +30,7 @@ def test_metrics_count_runs_of_each_outcome(tmp_path: Path, demo_url: str, demo_
         def post(body: dict, expect: str) -> list[dict]:  # type: ignore[type-arg]
             with server.post(body, headers=headers) as response:
                 raw = b"".join(response.iter_content(chunk_size=None))
-            from tests.agui_checks import assert_valid_agui_stream
+            from tests.support.agui_checks import assert_valid_agui_stream
 
             return assert_valid_agui_stream(raw, expect_terminal=expect)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bridge_harness import REPO_ROOT, BridgeServer, custom, new_thread_id, run_body
+from tests.support.harness import REPO_ROOT, BridgeServer, custom, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e
 

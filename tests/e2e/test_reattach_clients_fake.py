@@ -1,4 +1,4 @@
-"""The reattach clients against a stand-in for the server's contract (tests/fake_reattach_bridge.py):
+"""The reattach clients against a stand-in for the server's contract (tests/support/fake_reattach_bridge.py):
 the first connection of a run breaks mid-run, the replay starts before the client's cursor. The web
 console in headless Chromium, the README's JavaScript example with the @ag-ui/client verifier, and
 `agui-bridge chat` must each show the whole run once, ending with its terminal event.
@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from tests.bridge_harness import REPO_ROOT
 from tests.e2e.test_console_browser import css, driver, shoot, text_of, wait_for  # noqa: F401
-from tests.fake_reattach_bridge import CHUNKS, fake_reattach_bridge, slow_run
+from tests.support.fake_reattach_bridge import CHUNKS, fake_reattach_bridge, slow_run
+from tests.support.harness import REPO_ROOT
 
 pytestmark = pytest.mark.e2e
 

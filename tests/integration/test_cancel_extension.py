@@ -13,8 +13,8 @@ from flask.testing import FlaskClient
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
-from tests.bridge_harness import custom, new_thread_id, run_body, wait_for_task_state
+from tests.support.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.support.harness import custom, new_thread_id, run_body, wait_for_task_state
 
 CANCEL = "/extensions/iac-code/v1/executions/{}/cancel"
 

@@ -11,8 +11,8 @@ from typing import Any
 from flask.testing import FlaskClient
 
 from agui_bridge.store.writer import Durability, state_writer
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
-from tests.bridge_harness import custom, new_thread_id, run_body
+from tests.support.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.support.harness import custom, new_thread_id, run_body
 
 HOLD_S = 0.3
 

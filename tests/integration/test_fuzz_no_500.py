@@ -26,7 +26,7 @@ from werkzeug.test import TestResponse
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.demo.testing import free_port
-from tests.agui_checks import assert_valid_agui_stream
+from tests.support.agui_checks import assert_valid_agui_stream
 
 MAX_BODY = 12 * 1024 * 1024
 TOKEN = "s3cret"

@@ -15,8 +15,8 @@ from flask.testing import FlaskClient
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream, event_types, parse_sse, sse_comments
-from tests.bridge_harness import custom, new_thread_id, run_body, wait_for_task_state
+from tests.support.agui_checks import assert_valid_agui_stream, event_types, parse_sse, sse_comments
+from tests.support.harness import custom, new_thread_id, run_body, wait_for_task_state
 
 
 def run(client: FlaskClient, body: dict[str, Any], expect: str | None = None, **headers: str) -> list[dict[str, Any]]:

@@ -30,8 +30,8 @@ from agui_bridge.i18n.language import translate
 from agui_bridge.store import model
 from agui_bridge.store.owner import current_owner
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import new_thread_id, run_body
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import new_thread_id, run_body
 
 TOKEN = "s3cret"
 MAX_BODY = 12 * 1024 * 1024

@@ -23,8 +23,8 @@ from agui_bridge.i18n.language import translate
 from agui_bridge.reattach.format import record_paths
 from agui_bridge.reattach.retention import sweep_records
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream, numbered_frames, parse_sse
-from tests.bridge_harness import new_thread_id, run_body, wait_for_task_state
+from tests.support.agui_checks import assert_valid_agui_stream, numbered_frames, parse_sse
+from tests.support.harness import new_thread_id, run_body, wait_for_task_state
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "invocation-1"

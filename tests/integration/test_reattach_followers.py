@@ -10,8 +10,8 @@ from flask.testing import FlaskClient
 
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
-from tests.agui_checks import parse_sse
-from tests.bridge_harness import new_thread_id, run_body
+from tests.support.agui_checks import parse_sse
+from tests.support.harness import new_thread_id, run_body
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "invocation-1"

@@ -21,8 +21,8 @@ from agui_bridge.config.settings import Settings
 from agui_bridge.projection.interrupts import build_interrupt
 from agui_bridge.store.model import RunLease, format_rfc3339_ms
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
-from tests.bridge_harness import custom, new_thread_id, run_body
+from tests.support.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.support.harness import custom, new_thread_id, run_body
 
 STATUS = "/extensions/iac-code/v1/threads/{}/status"
 ROS = "invocation-1"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agui_bridge.testing import AguiClient, EventStream, run_input
-from tests.bridge_harness import REPO_ROOT, new_thread_id, wait_for_task_state
+from tests.support.harness import REPO_ROOT, new_thread_id, wait_for_task_state
 
 SECTION = "## Testing your integration in-process"
 

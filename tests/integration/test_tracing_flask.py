@@ -22,9 +22,9 @@ from agui_bridge.runs.stream import StreamDeps
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import new_thread_id, run_body
-from tests.fakes import ScriptedA2A
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.fakes import ScriptedA2A
+from tests.support.harness import new_thread_id, run_body
 from tests.unit.test_guidance import admit, guidance_body, thread
 from tests.unit.test_resume_stream import event
 

@@ -11,9 +11,9 @@ from typing import Any
 import requests
 
 from agui_bridge.store.keys import thread_file_stem
-from tests.agui_checks import event_types
-from tests.bridge_harness import BridgeServer, new_thread_id, run_body
 from tests.kernel.kernel_harness import Kernel
+from tests.support.agui_checks import event_types
+from tests.support.harness import BridgeServer, new_thread_id, run_body
 
 ROS = "invocation-1"
 

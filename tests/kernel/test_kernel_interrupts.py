@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 import requests
 
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import BridgeServer, StreamReader, bridge_server, custom, new_thread_id, run_body
 from tests.kernel import fake_llm
 from tests.kernel.helpers import (
     ROS,
@@ -32,6 +30,8 @@ from tests.kernel.helpers import (
     workspace,
 )
 from tests.kernel.kernel_harness import Kernel
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import BridgeServer, StreamReader, bridge_server, custom, new_thread_id, run_body
 
 TTL_S = 2
 

@@ -13,7 +13,7 @@ from agui_bridge.store import model
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.beacon import Beacons, beacon_fresh_ms
-from tests.bridge_harness import run_body
+from tests.support.harness import run_body
 
 OTHER = "other-host.invalid:4242:999"  # another host: its pid cannot be checked, only its beacon
 NOW = 1_800_000_000_000

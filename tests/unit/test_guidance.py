@@ -24,9 +24,9 @@ from agui_bridge.store import model
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import assert_valid_agui_stream, event_types
-from tests.bridge_harness import run_body
-from tests.fakes import ScriptedA2A
+from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.fakes import ScriptedA2A
+from tests.support.harness import run_body
 from tests.unit.test_resume_stream import event
 
 THREAD, TASK = "thread-1", "task-1"
@@ -147,7 +147,7 @@ def test_guidance_errors(tmp_path: Path, reply: Any, code: str) -> None:
 def test_shutdown_ends_guidance_with_run_error_and_leaves_the_task_alone(tmp_path: Path) -> None:
     import threading
 
-    from tests.fakes import ScriptedStream
+    from tests.support.fakes import ScriptedStream
 
     store = ThreadStore(tmp_path / "state")
     thread(store, tmp_path)

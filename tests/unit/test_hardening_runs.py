@@ -31,9 +31,9 @@ from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.beacon import Beacons
 from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import parse_sse
-from tests.bridge_harness import run_body
-from tests.fakes import ScriptedA2A, streaming_a2a
+from tests.support.agui_checks import parse_sse
+from tests.support.fakes import ScriptedA2A, streaming_a2a
+from tests.support.harness import run_body
 from tests.unit.test_run_stream import status
 
 OTHER = "other-host.invalid:4242:999"  # another host: only its beacon can say whether it streams

@@ -17,8 +17,8 @@ from agui_bridge.runs.turn import shows_nothing
 from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
-from tests.agui_checks import assert_valid_agui_stream, event_types
-from tests.bridge_harness import run_body
+from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.harness import run_body
 from tests.unit.test_run_stream import SESSION, TASK, collect, make_stream, status
 
 

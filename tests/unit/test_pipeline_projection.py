@@ -15,8 +15,8 @@ from agui_bridge.projection.pipeline import (
     step_of,
 )
 from agui_bridge.projection.projector import RunProjector
-from tests.agui_checks import event_types
-from tests.emitted_streams import demo_pipeline_payloads, project
+from tests.support.agui_checks import event_types
+from tests.support.emitted_streams import demo_pipeline_payloads, project
 
 THREAD = "thread-1"
 

@@ -34,7 +34,7 @@ from agui_bridge.runs.observer import NULL_OBSERVER
 from agui_bridge.runs.retention import prune
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.worker.beacon import Beacons
-from tests.agui_checks import numbered_frames
+from tests.support.agui_checks import numbered_frames
 
 OWNER = "host:1:1"
 

@@ -25,7 +25,7 @@ from agui_bridge.reattach.format import (
 from agui_bridge.reattach.reader import RecordReader
 from agui_bridge.reattach.retention import SWEEP_LOCK, sweep_records
 from agui_bridge.reattach.status import TAIL_BYTES, read_status
-from tests.hub_guard import run_patched
+from tests.support.hub_guard import run_patched
 
 OWNER = "other-host.invalid:1:1"
 

@@ -23,9 +23,9 @@ from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import assert_valid_agui_stream, event_types
-from tests.bridge_harness import run_body
-from tests.fakes import ScriptedA2A, ScriptedStream
+from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.fakes import ScriptedA2A, ScriptedStream
+from tests.support.harness import run_body
 
 THREAD, TASK, SESSION = "thread-1", "task-1", "session-1"
 PERMISSION = {

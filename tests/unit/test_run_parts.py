@@ -28,8 +28,8 @@ from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import numbered_frames
-from tests.bridge_harness import run_body
+from tests.support.agui_checks import numbered_frames
+from tests.support.harness import run_body
 
 
 class ListUpstream:

@@ -17,7 +17,7 @@ from agui_bridge.protocol.sse_parser import (
     parse_body,
     parse_body_records,
 )
-from tests.golden import transcript_bytes
+from tests.support.golden import transcript_bytes
 
 
 def parse(chunks: list[bytes]) -> list[SseMessage]:

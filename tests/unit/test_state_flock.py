@@ -17,7 +17,7 @@ import pytest
 
 from agui_bridge.store import flock
 from agui_bridge.store.errors import StateLockTimeout
-from tests.hub_guard import run_patched
+from tests.support.hub_guard import run_patched
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ from agui_bridge.store import writer as writer_mod
 from agui_bridge.store.model import ThreadState, new_thread
 from agui_bridge.store.store import Durability, StateWriteFailed, ThreadStore
 from agui_bridge.store.writer import state_writer
-from tests.hub_guard import run_patched
+from tests.support.hub_guard import run_patched
 
 
 def _state(thread_id: str) -> ThreadState:

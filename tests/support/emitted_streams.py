@@ -17,7 +17,7 @@ from agui_bridge.projection.interrupts import build_interrupt, collect_inputs
 from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.protocol.sse_parser import SseParser
-from tests.golden import transcript_bytes
+from tests.support.golden import transcript_bytes
 
 #: Keys whose string values are kernel ids (A2A bodies, iac_code metadata, Pipeline envelopes).
 KERNEL_ID_KEYS = frozenset(

@@ -4,7 +4,6 @@ transcript where it was, with nothing shown twice, up to the run's terminal even
 
 Skips with the reason when the bridge does not advertise reattach (tests/support/reattach_probe.py).
 """
-# ruff: noqa: F811 - the browser and bridge fixtures are imported from the console's browser tests
 
 from __future__ import annotations
 
@@ -15,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_console_browser import (  # noqa: F401 - the fixtures are used by name
+from tests.support.browser import (
     TOKEN,
     assert_no_page_errors,
     css,
-    driver,
     open_console,
     send_message,
     shoot,

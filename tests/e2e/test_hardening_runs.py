@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import requests
 
-from tests.e2e.test_metrics import sample
 from tests.support.agui_checks import assert_valid_agui_stream, parse_sse
 from tests.support.harness import (
     BridgeServer,
@@ -27,6 +26,7 @@ from tests.support.harness import (
     run_body,
     wait_for_task_state,
 )
+from tests.support.prometheus import sample
 
 pytestmark = pytest.mark.e2e
 

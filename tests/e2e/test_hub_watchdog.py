@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.e2e.test_metrics import sample
 from tests.support.harness import WsgiHost
 from tests.support.hub_block_app import BLOCK_PATH
 from tests.support.hub_guard import GUARD, HubReport
+from tests.support.prometheus import sample
 
 pytestmark = pytest.mark.e2e
 

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 import requests
 
 from tests.support.harness import bridge_server, new_thread_id, run_body
+from tests.support.prometheus import sample
 
 pytestmark = pytest.mark.e2e
-
-
-def sample(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text format (0 when absent)."""
-    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    pattern = re.escape(name) + (r"\{" + re.escape(wanted) + r"\}" if labels else "") + r" ([0-9.e+-]+)$"
-    match = re.search(pattern, text, re.M)
-    return float(match.group(1)) if match else 0.0
 
 
 def test_metrics_count_runs_of_each_outcome(tmp_path: Path, demo_url: str, demo_token: str) -> None:

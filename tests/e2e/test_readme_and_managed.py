@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.harness import REPO_ROOT, BridgeServer, custom, new_thread_id, run_body
+from tests.support.harness import BridgeServer, custom, new_thread_id, readme_example_body, run_body
 
 pytestmark = pytest.mark.e2e
-
-
-def readme_example_body() -> dict:  # type: ignore[type-arg]
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"curl -N http://127\.0\.0\.1:8000/.*?-d '(\{.*?\})'", readme, re.S)
-    assert match, "the README must show a curl -N example"
-    return json.loads(match.group(1))  # type: ignore[no-any-return]
 
 
 def test_readme_example_streams_success_through_the_managed_demo_agent(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ console in headless Chromium, the README's JavaScript example with the @ag-ui/cl
 These run whatever the state of the server side; tests/e2e/test_reattach_clients.py and
 test_console_reattach.py do the same against the real bridge.
 """
-# ruff: noqa: F811 - the browser fixture is imported from the console's browser tests
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_console_browser import css, driver, shoot, text_of, wait_for  # noqa: F401
+from tests.support.browser import css, shoot, text_of, wait_for
 from tests.support.fake_reattach_bridge import CHUNKS, fake_reattach_bridge, slow_run
 from tests.support.harness import REPO_ROOT
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: A minimal RunAgentInput as the protocol reference shows it: the same builder users get.
 run_body = run_input
+
+
+def readme_example_body() -> dict[str, Any]:
+    """The run input of the README's curl example, as a user copies it."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"curl -N http://127\.0\.0\.1:8000/.*?-d '(\{.*?\})'", readme, re.S)
+    assert match, "the README must show a curl -N example"
+    body: dict[str, Any] = json.loads(match.group(1))
+    return body
 
 
 def new_thread_id() -> str:

@@ -17,45 +17,14 @@ from agui_bridge.errors import (
     ResumeRequired,
     ThreadBindingConflict,
 )
-from agui_bridge.runs.admission import admit_guidance
 from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.guidance import GuidanceStream
-from agui_bridge.store import model
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
 from tests.support.agui_checks import assert_valid_agui_stream, event_types
 from tests.support.fakes import ScriptedA2A
-from tests.support.harness import run_body
-from tests.unit.test_resume_stream import event
-
-THREAD, TASK = "thread-1", "task-1"
-
-
-def thread(
-    store: ThreadStore, cwd: Path, *, task: str | None = TASK, pending: bool = False, leased: bool = True
-) -> str:
-    state = model.new_thread(THREAD, str(cwd), None, "invocation-1", "exec-1")
-    state.execution.task_id = task
-    if pending:
-        value = {"inputId": "p1", "kind": "permission"}
-        state.execution.pending["p1"] = model.PendingInterrupt(value, True, 10**13)
-    if leased:  # another run is streaming the Pipeline right now
-        state.active_run = model.RunLease("run-main", "exec-1", "host:1:1", 10**13)
-    with store.transaction(THREAD) as txn:
-        txn.commit(state)
-    return state.context_id
-
-
-def guidance_body(cwd: Path, text: str = "also add a NAT gateway", **props: Any) -> dict[str, Any]:
-    props.setdefault("runMode", "pipeline")
-    return run_body(THREAD, text, cwd, activeGuidance=True, **props)
-
-
-def admit(store: ThreadStore, body: dict[str, Any], cwd: Path) -> Any:
-    return admit_guidance(
-        store, parse_run_input(body), cwd=str(cwd), digest=body["runId"], now_ms=int(time.time() * 1000)
-    )
+from tests.support.scripted_runs import TASK, THREAD, admit, guidance_body, status, thread
 
 
 @pytest.mark.parametrize(
@@ -123,7 +92,7 @@ def run_guidance(tmp_path: Path, reply: Any) -> tuple[list[dict[str, Any]], Scri
 
 
 def test_guidance_validates_and_shows_nothing(tmp_path: Path) -> None:
-    events, _ = run_guidance(tmp_path, lambda ctx: [[event(ctx, text="guidance noted")], [event(ctx)]])
+    events, _ = run_guidance(tmp_path, lambda ctx: [[status(ctx, text="guidance noted")], [status(ctx)]])
     assert event_types(events) == ["RUN_STARTED", "RUN_FINISHED"]
     assert events[-1]["outcome"] == {"type": "success"} and "usage" not in events[-1]
 
@@ -131,10 +100,10 @@ def test_guidance_validates_and_shows_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("reply", "code"),
     [
-        (lambda ctx: [[event(ctx, "TASK_STATE_FAILED")]], "A2A_EXECUTION_FAILED"),
-        (lambda ctx: [[event(ctx, "TASK_STATE_REJECTED")]], "A2A_EXECUTION_FAILED"),
-        (lambda ctx: [[event(ctx, "TASK_STATE_CANCELED")]], "CANCELLED"),
-        (lambda ctx: [[event("another-context")]], "A2A_PROTOCOL_ERROR"),
+        (lambda ctx: [[status(ctx, "TASK_STATE_FAILED")]], "A2A_EXECUTION_FAILED"),
+        (lambda ctx: [[status(ctx, "TASK_STATE_REJECTED")]], "A2A_EXECUTION_FAILED"),
+        (lambda ctx: [[status(ctx, "TASK_STATE_CANCELED")]], "CANCELLED"),
+        (lambda ctx: [[status("another-context")]], "A2A_PROTOCOL_ERROR"),
         (A2ARpcError(-32602, "nope"), "A2A_UNAVAILABLE"),
         (A2ARpcError(-32603, "x", {"code": "SESSION_BACKUP_NOT_READY"}), "SESSION_BACKUP_NOT_READY"),
     ],

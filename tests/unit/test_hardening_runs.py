@@ -34,7 +34,7 @@ from agui_bridge.worker.runtime import ThreadRuntime
 from tests.support.agui_checks import parse_sse
 from tests.support.fakes import ScriptedA2A, streaming_a2a
 from tests.support.harness import run_body
-from tests.unit.test_run_stream import status
+from tests.support.scripted_runs import status
 
 OTHER = "other-host.invalid:4242:999"  # another host: only its beacon can say whether it streams
 NOW = 1_800_000_000_000

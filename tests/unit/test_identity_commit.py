@@ -19,7 +19,7 @@ from agui_bridge.store.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from tests.support.agui_checks import assert_valid_agui_stream, event_types
 from tests.support.harness import run_body
-from tests.unit.test_run_stream import SESSION, TASK, collect, make_stream, status
+from tests.support.scripted_runs import SESSION, TASK, collect, make_stream, status
 
 
 def task_snapshot(context_id: str) -> A2AEvent:

@@ -26,8 +26,8 @@ from agui_bridge.worker.runtime import ThreadRuntime
 from tests.support.agui_checks import assert_valid_agui_stream, event_types
 from tests.support.fakes import ScriptedA2A, ScriptedStream
 from tests.support.harness import run_body
+from tests.support.scripted_runs import TASK, THREAD, collect, status
 
-THREAD, TASK, SESSION = "thread-1", "task-1", "session-1"
 PERMISSION = {
     "schemaVersion": 1,
     "kind": "permission",
@@ -45,14 +45,6 @@ QUESTION = {
     "prompt": "Which size?",
     "options": [{"id": "small", "label": "Small"}, {"id": "large", "label": "Large"}],
 }
-
-
-def event(context_id: str, state: str = "TASK_STATE_WORKING", text: str | None = None, **iac: Any) -> A2AEvent:
-    body: dict[str, Any] = {"taskId": TASK, "contextId": context_id, "status": {"state": state}}
-    if text is not None:
-        body["status"]["message"] = {"messageId": f"{TASK}-message", "role": "ROLE_AGENT", "parts": [{"text": text}]}
-    body["metadata"] = {"iac_code": {"iacCodeSessionId": SESSION, **iac}}
-    return unwrap({"result": {"statusUpdate": body}})
 
 
 def snapshot(context_id: str, state: str = "TASK_STATE_INPUT_REQUIRED", task_id: str = TASK, **iac: Any) -> A2AEvent:
@@ -87,7 +79,7 @@ class Harness:
         if len(inputs) > 1:
             extra["pendingPermissions"] = list(inputs[1:])
         client.streams["SendStreamingMessage"] = [
-            [[event(ctx, text=text), event(ctx, "TASK_STATE_INPUT_REQUIRED", **extra)]]
+            [[status(ctx, text=text), status(ctx, "TASK_STATE_INPUT_REQUIRED", **extra)]]
         ]
         events = assert_valid_agui_stream(collect(stream), expect_terminal="interrupt", capture=False)
         return events[-1]["outcome"]["interrupts"]  # type: ignore[no-any-return]
@@ -102,20 +94,13 @@ class Harness:
         return self.store.read(THREAD)
 
 
-def collect(stream: RunStream) -> bytes:
-    try:
-        return b"".join(stream)
-    finally:
-        stream.close()
-
-
 def allow(interrupt_id: str = "perm-1", decision: str = "allow_once") -> dict[str, Any]:
     return {"interruptId": interrupt_id, "status": "resolved", "payload": {"decision": decision}}
 
 
 def done(ctx: str, text: str = "done") -> list[list[A2AEvent]]:
-    accepted = event(ctx, inputReceived={"inputId": "perm-1"})
-    return [[accepted, event(ctx, text=text)], [event(ctx, "TASK_STATE_INPUT_REQUIRED")]]
+    accepted = status(ctx, inputReceived={"inputId": "perm-1"})
+    return [[accepted, status(ctx, text=text)], [status(ctx, "TASK_STATE_INPUT_REQUIRED")]]
 
 
 def error_code(events: list[dict[str, Any]]) -> str:
@@ -256,7 +241,7 @@ def test_question_answer_is_streamed_text_with_a_synthetic_tool_result(tmp_path:
     client = ScriptedA2A(tasks=[snapshot(h.context_id, input=QUESTION)])
     ctx = h.context_id
     tool_done = {"status": "completed", "toolUseId": "ask-1", "name": "ask_user_question", "result": "Large"}
-    client.streams["SendStreamingMessage"] = [[[event(ctx, tool=tool_done), event(ctx, "TASK_STATE_INPUT_REQUIRED")]]]
+    client.streams["SendStreamingMessage"] = [[[status(ctx, tool=tool_done), status(ctx, "TASK_STATE_INPUT_REQUIRED")]]]
     events = h.resume(
         [{"interruptId": "question-1", "status": "resolved", "payload": {"selectedId": "large"}}],
         client,
@@ -321,7 +306,7 @@ def test_stale_gettask_after_a_partial_answer_does_not_resend_it(tmp_path: Path)
     h.interrupt(PERMISSION, second)
     ctx = h.context_id
     first_only = ScriptedA2A(tasks=[snapshot(ctx, input=PERMISSION, pendingPermissions=[second])])
-    first_only.streams["SendStreamingMessage"] = [[[event(ctx, inputReceived={"inputId": "perm-1"})]], []]
+    first_only.streams["SendStreamingMessage"] = [[[status(ctx, inputReceived={"inputId": "perm-1"})]], []]
     events = h.resume([allow(), allow("perm-2")], first_only, expect_terminal="RUN_ERROR")
     assert events[-1]["code"] == "A2A_UNAVAILABLE"
     assert list(h.state().execution.pending) == ["perm-2"]
@@ -460,7 +445,7 @@ def test_disconnect_after_acceptance_cancels_the_task_and_retires_the_execution(
 
     class AcceptedThenSilent(ScriptedStream):
         def batches(self) -> Iterator[list[A2AEvent]]:
-            yield [event(ctx, inputReceived={"inputId": "perm-1"}), event(ctx, text="working on it")]
+            yield [status(ctx, inputReceived={"inputId": "perm-1"}), status(ctx, text="working on it")]
             gate.wait(10)
             raise A2ATransportError("aborted")
 
@@ -500,12 +485,12 @@ def test_pipeline_steps_survive_the_interrupt_and_recovery_opens_the_resume(tmp_
     client.streams["SendStreamingMessage"] = [
         [
             [
-                event(ctx, pipeline=env("step_started", 1, step={"id": "candidates"})),
-                event(ctx, pipelineBatch={"events": [
+                status(ctx, pipeline=env("step_started", 1, step={"id": "candidates"})),
+                status(ctx, pipelineBatch={"events": [
                     env("candidate_step_started", 2, candidate={"id": "c0"}, candidateStep={"id": "tpl"}),
                     env("text_delta", 3, scope="candidate", candidate={"id": "c0"}, data={"text": "c0 draft"}),
                 ]}),
-                event(ctx, "TASK_STATE_INPUT_REQUIRED", input=select),
+                status(ctx, "TASK_STATE_INPUT_REQUIRED", input=select),
             ]
         ]
     ]  # fmt: skip
@@ -527,8 +512,8 @@ def test_pipeline_steps_survive_the_interrupt_and_recovery_opens_the_resume(tmp_
     }  # fmt: skip
     resume_client = ScriptedA2A(tasks=[snapshot(ctx, input=select)], pipeline=[recovery])
     resume_client.streams["SendStreamingMessage"] = [
-        [[event(ctx, pipeline=env("step_completed", 6, step={"id": "candidates"})),
-          event(ctx, "TASK_STATE_INPUT_REQUIRED")]]
+        [[status(ctx, pipeline=env("step_completed", 6, step={"id": "candidates"})),
+          status(ctx, "TASK_STATE_INPUT_REQUIRED")]]
     ]  # fmt: skip
     events = h.resume(
         [{"interruptId": "select-1", "status": "resolved", "payload": {"selectedId": "large"}}],

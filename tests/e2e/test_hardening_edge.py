@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -187,7 +188,8 @@ def test_every_registered_route_but_health_and_console_files_needs_the_token(set
         if rule.endpoint in open_endpoints:
             continue
         with app.test_request_context():
-            path = url_for(rule.endpoint, **{name: "x" for name in rule.arguments})
+            arguments: dict[str, Any] = {name: "x" for name in rule.arguments}
+            path = url_for(rule.endpoint, **arguments)
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             response = client.open(path, method=method, json={})
             assert response.status_code == 401, (method, path, response.data)

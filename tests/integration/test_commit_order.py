@@ -13,6 +13,7 @@ from flask.testing import FlaskClient
 from agui_bridge.store.writer import Durability, state_writer
 from tests.support.agui_checks import assert_valid_agui_stream, parse_sse
 from tests.support.harness import custom, new_thread_id, run_body
+from tests.support.sse import response_chunks
 
 HOLD_S = 0.3
 
@@ -40,7 +41,7 @@ def test_no_event_overtakes_the_commit_it_depends_on(client: FlaskClient, worksp
         response = client.post("/", json=run_body(thread_id, "say hi", workspace), buffered=False)
         assert response.status_code == 200
         raw = b""
-        for chunk in response.response:
+        for chunk in response_chunks(response):
             raw += chunk
             received[:] = parse_sse(raw[: raw.rfind(b"\n\n") + 2])
         response.close()

@@ -17,6 +17,7 @@ from agui_bridge.config.settings import Settings
 from agui_bridge.store.store import ThreadStore
 from tests.support.agui_checks import assert_valid_agui_stream, event_types, parse_sse, sse_comments
 from tests.support.harness import custom, new_thread_id, run_body, wait_for_task_state
+from tests.support.sse import response_chunks
 
 
 def run(client: FlaskClient, body: dict[str, Any], expect: str | None = None, **headers: str) -> list[dict[str, Any]]:
@@ -118,7 +119,7 @@ def test_disconnect_cancels_the_a2a_task(
     thread_id = new_thread_id()
     response = client.post("/", json=run_body(thread_id, "slow [SLOW 20]", workspace), buffered=False)
     task_id = None
-    for chunk in response.response:  # type: ignore[attr-defined]
+    for chunk in response_chunks(response):
         for event in parse_sse(chunk):
             if event.get("name") == "iac-code.session.v1":
                 task_id = event["value"]["taskId"]
@@ -134,7 +135,7 @@ def test_disconnect_cancels_the_a2a_task(
 def test_second_run_on_a_busy_thread_is_thread_busy(client: FlaskClient, workspace: Path) -> None:
     thread_id = new_thread_id()
     first = client.post("/", json=run_body(thread_id, "slow [SLOW 3]", workspace), buffered=False)
-    next(iter(first.response))  # type: ignore[arg-type]
+    next(response_chunks(first))
     second = client.post("/", json=run_body(thread_id, "hi", workspace))
     assert second.status_code == 409
     assert second.get_json()["error"]["code"] == "THREAD_BUSY"
@@ -200,7 +201,7 @@ def test_drain_refuses_new_runs_and_stops_active_ones(client: FlaskClient, works
     """Graceful drain in-process (threads back-end): 503 + Retry-After for new runs; RUN_ERROR for active ones."""
     service = client.application.extensions["agui_bridge"]
     response = client.post("/", json=run_body(new_thread_id(), "slow [SLOW 30]", workspace), buffered=False)
-    chunks = iter(response.response)
+    chunks = response_chunks(response)
     raw = next(chunks)
     while b"iac-code.session.v1" not in raw:
         raw += next(chunks)

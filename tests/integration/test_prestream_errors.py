@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from flask.testing import FlaskClient
@@ -216,9 +216,27 @@ def _missing_thread_id(lang_props: dict[str, Any], **headers: str) -> Callable[[
 
 # ------------------------------------------------------------------------------------------ the table
 
-UNAUTH = {"status": 401, "code": "UNAUTHORIZED", "key": "unauthorized", "auth": True}
-INVALID = {"status": 400, "code": "INVALID_INPUT"}
-CONFLICT = {"status": 409}
+
+class _Unauthorized(TypedDict):
+    status: int
+    code: str
+    key: str
+    auth: bool
+
+
+class _Invalid(TypedDict):
+    status: int
+    code: str
+
+
+class _Conflict(TypedDict):
+    status: int
+
+
+#: The columns a family of rows shares, typed so that a row spreading them is checked like the others.
+UNAUTH: _Unauthorized = {"status": 401, "code": "UNAUTHORIZED", "key": "unauthorized", "auth": True}
+INVALID: _Invalid = {"status": 400, "code": "INVALID_INPUT"}
+CONFLICT: _Conflict = {"status": 409}
 
 ROWS: list[Row] = [
     # Authentication (docs/design.md#authentication): the first check, so only Accept-Language is read.
@@ -243,7 +261,8 @@ ROWS: list[Row] = [
     Row(
         "auth-language-from-header-not-body",
         lambda env: post_json(env.body(preferredLanguage="zh"), **{"Accept-Language": "de-DE"}),
-        **{**UNAUTH, "lang": "de"},
+        **UNAUTH,
+        lang="de",
     ),
     # Pre-stream check: media type (docs/design.md#pre-stream-checks).
     Row(
@@ -487,7 +506,8 @@ ROWS: list[Row] = [
     Row(
         "lang-unauthorized-ja",
         lambda env: post_json(env.body(), **{"Accept-Language": "ja-JP, en;q=0.5"}),
-        **{**UNAUTH, "lang": "ja"},
+        **UNAUTH,
+        lang="ja",
     ),
     Row(
         "lang-body-beats-header-on-envelope-error",

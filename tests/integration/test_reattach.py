@@ -25,6 +25,7 @@ from agui_bridge.reattach.retention import sweep_records
 from agui_bridge.store.store import ThreadStore
 from tests.support.agui_checks import assert_valid_agui_stream, numbered_frames, parse_sse
 from tests.support.harness import new_thread_id, run_body, wait_for_task_state
+from tests.support.sse import response_chunks
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "invocation-1"
@@ -61,7 +62,7 @@ def stitched(*parts: bytes) -> bytes:
 def read_until(response: Any, predicate: Any) -> bytes:
     """Read a streamed test response chunk by chunk until `predicate(events so far)` holds."""
     raw = b""
-    for chunk in response.response:
+    for chunk in response_chunks(response):
         raw += chunk
         if predicate(parse_sse(raw)):
             return raw
@@ -280,7 +281,7 @@ def test_two_readers_at_once_both_get_the_whole_stream(settings: Settings, works
     readers = [threading.Thread(target=read, args=(name,)) for name in ("tab", "phone")]
     for reader in readers:
         reader.start()
-    owner = head + b"".join(response.response)  # the original client keeps reading too
+    owner = head + b"".join(response_chunks(response))  # the original client keeps reading too
     for reader in readers:
         reader.join(30)
     whole = b"".join(frames_of(owner).values())
@@ -346,7 +347,7 @@ def test_a_follower_gets_heartbeats_while_the_run_is_quiet(settings: Settings, w
         target=lambda: got.append(reattach(app.test_client(), thread_id, body["runId"]).get_data())
     )
     reader.start()
-    rest = b"".join(owner.response)  # the owner's client drives the run (the test client has no server loop)
+    rest = b"".join(response_chunks(owner))  # the owner's client drives the run (the test client has no server loop)
     reader.join(30)
     follower = got[0]
     assert b": heartbeat\n\n" in follower

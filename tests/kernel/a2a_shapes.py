@@ -80,8 +80,8 @@ class A2A:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 turn.error = response.json().get("error")
                 return turn
-            for message in iter_messages(response.iter_content(chunk_size=None)):
-                data = json.loads(message.data)
+            for record in iter_messages(response.iter_content(chunk_size=None)):
+                data = json.loads(record.data)
                 if "error" in data:
                     turn.error = data["error"]
                     break
@@ -127,8 +127,8 @@ class A2A:
                        "metadata": {"iac_code": {"cwd": cwd}}}  # fmt: skip
             body = {"jsonrpc": "2.0", "id": "1", "method": "SendStreamingMessage", "params": {"message": message}}
             with requests.post(self.url, json=body, headers=self.headers, stream=True, timeout=60) as response:
-                for message in iter_messages(response.iter_content(chunk_size=None)):
-                    result = json.loads(message.data)["result"]
+                for record in iter_messages(response.iter_content(chunk_size=None)):
+                    result = json.loads(record.data)["result"]
                     (kind,) = result
                     turn.events.append({"kind": kind, **result[kind]})
                     if len(turn.events) >= after_events:
@@ -146,8 +146,8 @@ class A2A:
 
 
 def state_of(event: dict[str, Any]) -> str | None:
-    status = event.get("status") or {}
-    return status.get("state")  # type: ignore[no-any-return]
+    status: dict[str, str] = event.get("status") or {}
+    return status.get("state")
 
 
 def part_kinds(event: dict[str, Any]) -> list[str]:

@@ -8,6 +8,7 @@ from the events (which it sends back on the next run).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from agui_bridge.a2a.signals import A2AEvent, unwrap
@@ -25,8 +26,9 @@ KERNEL_ID_KEYS = frozenset(
 )
 
 
-def drive(text: str, answers: list[tuple[str, ...]]) -> list[sc.Step]:
+def drive(text: str, answers: Sequence[tuple[str, ...]]) -> list[sc.Step]:
     """Run a demo script, answering each ``Ask``/``WaitSideband`` with the next tuple of ``answers``."""
+    answers = list(answers)
     script = sc.script_for(text)
     steps: list[sc.Step] = []
     outcome: object = None

@@ -57,7 +57,9 @@ def make_stream(
         lease_ttl_ms=int(settings.lease_ttl_s * 1000), is_alive=owner_is_alive,
     )  # fmt: skip
     client = client or streaming_a2a(script(ticket.context_id), delay_s)
-    stream = RunStream(StreamDeps(settings, store, client, ThreadRuntime()), ticket, run, "en")
+    # StreamDeps names the concrete kernel client; the scripted one implements the same A2APort.
+    deps = StreamDeps(settings, store, client, ThreadRuntime())  # type: ignore[arg-type]
+    stream = RunStream(deps, ticket, run, "en")
     return stream, client, store
 
 
@@ -76,7 +78,7 @@ def thread(
     state = model.new_thread(THREAD, str(cwd), None, "invocation-1", "exec-1")
     state.execution.task_id = task
     if pending:
-        value = {"inputId": "p1", "kind": "permission"}
+        value: dict[str, object] = {"inputId": "p1", "kind": "permission"}
         state.execution.pending["p1"] = model.PendingInterrupt(value, True, 10**13)
     if leased:  # another run is streaming the Pipeline right now
         state.active_run = model.RunLease("run-main", "exec-1", "host:1:1", 10**13)

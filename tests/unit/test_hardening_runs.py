@@ -310,7 +310,7 @@ def test_the_end_of_a_guidance_request_leaves_other_runs_registered(tmp_path: Pa
     PROCESS_RUNS.add(key, live)
     try:
         service._active = 1
-        service._on_run_end(Guidance(), "success")
+        service._on_run_end(Guidance(), Outcome.SUCCESS)
         assert PROCESS_RUNS.holds(key)
         assert service.holds_run(service.owner, key) and not service.holds_run(service.owner, "run-1")
     finally:

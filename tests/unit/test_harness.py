@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import gc
+import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
-from tests.support import harness
 from tests.support.harness import BridgeServer
 
 
@@ -30,8 +31,8 @@ class Healthy:
 
 
 def test_starting_a_bridge_leaves_its_log_file_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(harness.subprocess, "Popen", RunningProcess)
-    monkeypatch.setattr(harness.requests, "get", lambda *_a, **_k: Healthy())
+    monkeypatch.setattr(subprocess, "Popen", RunningProcess)
+    monkeypatch.setattr(requests, "get", lambda *_a, **_k: Healthy())
     (tmp_path / "state").mkdir()
     server = BridgeServer(None, None, tmp_path / "state", None)
     with warnings.catch_warnings(record=True) as caught:

@@ -64,6 +64,11 @@ def started_pump(upstream: ListUpstream, maxsize: int = 16) -> Pump:
     return pump
 
 
+def next_item(pump: Pump) -> object:
+    """The pump's next item: the stand-in upstream's items are strings, the pump hands them on untouched."""
+    return pump.get(5.0)
+
+
 def drain(pump: Pump) -> list[Any]:
     items = []
     while (item := pump.get(5.0)) is not Signal.END:
@@ -86,7 +91,7 @@ def test_pump_hands_over_every_item_in_order_then_its_end() -> None:
 
 def test_pump_raises_what_reading_the_upstream_raised() -> None:
     pump = started_pump(ListUpstream([["a"]], error=A2AUnavailable("a2a_rejected_answer")))
-    assert pump.get(5.0) == ["a"]
+    assert next_item(pump) == ["a"]
     with pytest.raises(A2AUnavailable) as info:
         pump.get(5.0)
     assert info.value.message_key == "a2a_rejected_answer"
@@ -99,12 +104,11 @@ def test_ready_batches_events_and_unary_acceptances_but_holds_anything_else() ->
     deadline = time.monotonic() + 5
     while pump.queue.qsize() < len(items) and time.monotonic() < deadline:
         time.sleep(0.01)
-    first = pump.get(5.0)
-    assert first == ["a"]
+    assert next_item(pump) == ["a"]
     assert list(pump.ready()) == [UnaryAccepted(("i1",)), ["b"]]  # stops at SendOpened
     assert list(pump.ready()) == []  # the held item is not batched by a second call either
     assert pump.get(5.0) == SendOpened(("i2",))  # the next get returns the held item
-    assert pump.get(5.0) == ["c"]
+    assert next_item(pump) == ["c"]
     gate.set()
     assert pump.get(5.0) is Signal.END
 
@@ -118,7 +122,7 @@ def test_ready_takes_nothing_the_caller_does_not_ask_for() -> None:
     for item in pump.ready():
         assert item == ["a"]
         break  # a full batch: the rest stays queued
-    assert pump.get(5.0) == ["b"] and pump.get(5.0) == ["c"]
+    assert next_item(pump) == ["b"] and next_item(pump) == ["c"]
     gate.set()
 
 
@@ -138,7 +142,7 @@ def test_a_pump_that_died_without_reporting_is_pump_died() -> None:
 def test_stopping_a_pump_aborts_a_blocked_reader_and_closes_the_upstream() -> None:
     upstream = ListUpstream([["a"]], gate=threading.Event())
     pump = started_pump(upstream)
-    assert pump.get(5.0) == ["a"]
+    assert next_item(pump) == ["a"]
     pump.stop()
     assert upstream.aborted and upstream.closed
 

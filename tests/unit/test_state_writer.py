@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -36,7 +36,7 @@ class _Gate:
         self.release = threading.Event()
         self.batches: list[int] = []
 
-    def __call__(self, batch: list[object]) -> None:
+    def __call__(self, batch: Sequence[object]) -> None:
         self.batches.append(len(batch))
         self.reached.set()
         assert self.release.wait(30)
@@ -75,7 +75,7 @@ def deferred_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
 def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """What the writer fsyncs: "file" or "dir"."""
     calls: list[str] = []
-    real_fsync, real_dir = os.fsync, writer_mod._fsync_dir
+    real_fsync = os.fsync
 
     def fsync(fd: int) -> None:
         calls.append("file")
@@ -92,7 +92,6 @@ def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         finally:
             os.close(fd)
 
-    del real_dir
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(writer_mod, "_fsync_dir", fsync_dir)
     return calls

@@ -20,6 +20,7 @@ from flask.testing import FlaskClient
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.i18n.language import translate
+from agui_bridge.protocol.sse_parser import SseComment, parse_body_records
 from agui_bridge.reattach.format import record_paths
 from agui_bridge.reattach.retention import sweep_records
 from agui_bridge.store.store import ThreadStore
@@ -100,9 +101,10 @@ def test_the_record_is_private_and_holds_only_what_the_stream_showed(
     assert record.stat().st_mode & 0o777 == 0o600
     assert record.parent.stat().st_mode & 0o777 == 0o700
     content = record.read_bytes()
-    header, _, frames = content.partition(b"\n\n")
-    assert header.startswith(b": record ") and b"secret-ros-id" not in header  # the header keeps a digest only
-    assert frames == b"".join(frames_of(raw).values())
+    header = parse_body_records(content)[0]  # the record opens with a comment naming the run
+    assert isinstance(header, SseComment) and header.text.startswith(b"record ")
+    assert b"secret-ros-id" not in header.text  # the header keeps a digest only
+    assert content == b": " + header.text + b"\n\n" + b"".join(frames_of(raw).values())
 
 
 @pytest.mark.parametrize("language", ["en", "de", "ja"])

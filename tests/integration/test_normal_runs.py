@@ -86,7 +86,7 @@ def test_failing_turn_ends_with_a2a_execution_failed(client: FlaskClient, worksp
 def test_run_error_message_is_localised(client: FlaskClient, workspace: Path) -> None:
     events = run(client, run_body(new_thread_id(), "please fail", workspace, preferredLanguage="de-DE"), "RUN_ERROR")
     assert events[-1]["code"] == "A2A_EXECUTION_FAILED"
-    assert events[-1]["message"] != "The A2A execution failed."
+    assert events[-1]["message"] == "Die A2A-Ausführung ist fehlgeschlagen."  # the German catalog's text
 
 
 def test_upstream_down_gives_a2a_unavailable(settings: Settings, workspace: Path) -> None:

@@ -24,6 +24,7 @@ from agui_bridge.store.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
 from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.eventually import eventually
 from tests.support.fakes import ScriptedA2A, ScriptedStream
 from tests.support.harness import run_body
 from tests.support.scripted_runs import TASK, THREAD, collect, status
@@ -372,10 +373,11 @@ def test_expired_interrupt_ends_execution_expired_and_frees_the_thread(tmp_path:
     client = ScriptedA2A()
     events = h.resume([allow()], client, expect_terminal="RUN_ERROR")
     assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == "EXECUTION_EXPIRED"
-    deadline = time.monotonic() + 5
-    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.methods() == ["CancelTask"]
+
+    def task_cancelled() -> None:
+        assert client.methods() == ["CancelTask"]
+
+    eventually(task_cancelled, timeout_s=5)
     state = h.state()
     assert state.execution.pending == {} and state.execution.task_id is None and state.active_run is None
 
@@ -394,14 +396,16 @@ def test_accepted_answer_that_cannot_be_committed_fails_closed(tmp_path: Path, m
     assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
     assert events[-1]["message"] == "The accepted interrupt response could not be committed."
     assert "TEXT_MESSAGE_CONTENT" not in event_types(events)
-    deadline = time.monotonic() + 5
-    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.methods()[-1] == "CancelTask"
+
+    def task_cancelled() -> None:
+        assert client.methods()[-1] == "CancelTask"
+
+    eventually(task_cancelled, timeout_s=5)
 
 
 def test_disconnect_while_the_answer_is_in_flight_keeps_the_interrupt(tmp_path: Path) -> None:
-    h = Harness(tmp_path, reattach_window_s=0.0)  # no window: a disconnect cancels
+    # No window: a disconnect cancels; a short heartbeat: the stream moves on while its client reads.
+    h = Harness(tmp_path, reattach_window_s=0.0, heartbeat_interval_s=0.05)
     h.interrupt(PERMISSION)
     gate = threading.Event()
     client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
@@ -411,9 +415,12 @@ def test_disconnect_while_the_answer_is_in_flight_keeps_the_interrupt(tmp_path: 
     stream = h.stream(body, client)
     iterator = iter(stream)
     assert b"RUN_STARTED" in next(iterator)
-    deadline = time.monotonic() + 5
-    while "SendStreamingMessage" not in client.methods() and time.monotonic() < deadline:
-        time.sleep(0.01)
+
+    def answer_sent() -> None:
+        next(iterator)  # read on (a heartbeat at the latest): the run sends the answer meanwhile
+        assert "SendStreamingMessage" in client.methods()
+
+    eventually(answer_sent, timeout_s=5, interval_s=0)
     stream.close()  # the client went away while A2A had not accepted the answer
     time.sleep(0.1)
     assert "CancelTask" not in client.methods()
@@ -429,10 +436,11 @@ def test_cancelling_an_expired_interrupt_ends_cancelled_after_the_same_clean_up(
     client = ScriptedA2A()
     events = h.resume([{"interruptId": "perm-1", "status": "cancelled"}], client, expect_terminal="cancelled")
     assert event_types(events) == ["RUN_STARTED", "RUN_FINISHED"]
-    deadline = time.monotonic() + 5
-    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.methods() == ["CancelTask"]
+
+    def task_cancelled() -> None:
+        assert client.methods() == ["CancelTask"]
+
+    eventually(task_cancelled, timeout_s=5)
     assert h.state().execution.pending == {} and h.state().execution.task_id is None
 
 
@@ -460,10 +468,11 @@ def test_disconnect_after_acceptance_cancels_the_task_and_retires_the_execution(
         if b"working on it" in raw:
             break
     stream.close()  # the client went away after the answer was accepted
-    deadline = time.monotonic() + 5
-    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.methods()[-1] == "CancelTask"
+
+    def task_cancelled() -> None:
+        assert client.methods()[-1] == "CancelTask"
+
+    eventually(task_cancelled, timeout_s=5)
     state = h.state()
     assert state.execution.pending == {} and state.execution.task_id is None and state.active_run is None
     assert [a.interrupt_id for a in state.applied_resume_digests] == ["perm-1"]

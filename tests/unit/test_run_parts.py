@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
 from tests.support.agui_checks import numbered_frames
+from tests.support.eventually import eventually
 from tests.support.harness import run_body
 
 
@@ -101,9 +102,11 @@ def test_ready_batches_events_and_unary_acceptances_but_holds_anything_else() ->
     gate = threading.Event()
     items: list[Any] = [["a"], UnaryAccepted(("i1",)), ["b"], SendOpened(("i2",)), ["c"]]
     pump = started_pump(ListUpstream(items, gate=gate))
-    deadline = time.monotonic() + 5
-    while pump.queue.qsize() < len(items) and time.monotonic() < deadline:
-        time.sleep(0.01)
+
+    def all_queued() -> None:
+        assert pump.queue.qsize() >= len(items)
+
+    eventually(all_queued, timeout_s=5)
     assert next_item(pump) == ["a"]
     assert list(pump.ready()) == [UnaryAccepted(("i1",)), ["b"]]  # stops at SendOpened
     assert list(pump.ready()) == []  # the held item is not batched by a second call either
@@ -116,9 +119,11 @@ def test_ready_batches_events_and_unary_acceptances_but_holds_anything_else() ->
 def test_ready_takes_nothing_the_caller_does_not_ask_for() -> None:
     gate = threading.Event()
     pump = started_pump(ListUpstream([["a"], ["b"], ["c"]], gate=gate))
-    deadline = time.monotonic() + 5
-    while pump.queue.qsize() < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+
+    def all_queued() -> None:
+        assert pump.queue.qsize() >= 3
+
+    eventually(all_queued, timeout_s=5)
     for item in pump.ready():
         assert item == ["a"]
         break  # a full batch: the rest stays queued
@@ -286,10 +291,13 @@ def ending(
     return end, client, store, ticket
 
 
-def wait_for(condition: Any) -> None:
-    deadline = time.monotonic() + 5
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
+def wait_for(condition: Callable[[], object]) -> None:
+    """Until `condition` holds (bounded): an ending cancels the task off the caller's thread."""
+
+    def holds() -> None:
+        assert condition()
+
+    eventually(holds, timeout_s=5)
 
 
 def test_the_first_ending_acts_once_and_its_outcome_stays(tmp_path: Path) -> None:

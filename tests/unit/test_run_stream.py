@@ -12,6 +12,7 @@ from agui_bridge.a2a.signals import A2AEvent
 from agui_bridge.config.settings import Settings
 from agui_bridge.store.store import StateWriteFailed
 from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.eventually import eventually
 from tests.support.fakes import ScriptedA2A
 from tests.support.scripted_runs import TASK, collect, make_stream, status
 
@@ -62,10 +63,11 @@ def test_failed_task_commit_fails_closed(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr("agui_bridge.runs.ledger.RunLedger.record_identity", refuse)
     events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
     assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
-    deadline = time.monotonic() + 5
-    while not client.cancelled and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.cancelled == [TASK]
+
+    def task_cancelled() -> None:
+        assert client.cancelled == [TASK]
+
+    eventually(task_cancelled, timeout_s=5)
 
 
 def test_a_failed_task_is_not_cancelled_again(tmp_path: Path) -> None:
@@ -86,10 +88,11 @@ def test_a_stream_that_ends_while_working_cancels_its_task(tmp_path: Path) -> No
     stream, client, _ = make_stream(tmp_path, script)
     events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
     assert events[-1]["code"] == "A2A_EXECUTION_FAILED"
-    deadline = time.monotonic() + 5
-    while not client.cancelled and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.cancelled == [TASK]
+
+    def task_cancelled() -> None:
+        assert client.cancelled == [TASK]
+
+    eventually(task_cancelled, timeout_s=5)
 
 
 # ---- the parts of a run, seen through a whole stream -----------------------------------------

@@ -17,6 +17,7 @@ import requests
 from agui_bridge.demo.testing import running_demo_agent
 from agui_bridge.protocol.sse_parser import iter_messages
 from tests.support.demo_a2a import AUTH, TOKEN, Stream, assert_turn_finished, rpc, send, user_message
+from tests.support.eventually import eventually
 
 
 @pytest.fixture(scope="module")
@@ -156,15 +157,18 @@ def test_cancel_stops_a_running_slow_turn(base_url: str) -> None:
     holder: dict[str, Stream] = {}
     reader = threading.Thread(target=lambda: holder.setdefault("s", send(base_url, "slow [SLOW 30]")))
     reader.start()
-    task_id = None
-    deadline = time.monotonic() + 5
-    while task_id is None and time.monotonic() < deadline:
+
+    def slow_task() -> str:
         listed = rpc(base_url, "ListTasks", {"historyLength": 1})
-        for task in listed.get("result", {}).get("tasks", []):
-            if task["history"] and task["history"][0]["parts"][0]["text"] == "slow [SLOW 30]":
-                task_id = task["id"]
-        time.sleep(0.05)
-    assert task_id is not None
+        ids = [
+            str(task["id"])
+            for task in listed.get("result", {}).get("tasks", [])
+            if task["history"] and task["history"][0]["parts"][0]["text"] == "slow [SLOW 30]"
+        ]
+        assert ids, "the slow turn is not listed yet"
+        return ids[-1]
+
+    task_id = eventually(slow_task, timeout_s=5, interval_s=0.05)
     time.sleep(0.3)
     cancelled_at = time.monotonic()
     result = rpc(base_url, "CancelTask", {"id": task_id})["result"]
@@ -285,11 +289,8 @@ def test_disconnect_does_not_stall_or_cancel_the_turn(base_url: str) -> None:
     with requests.post(base_url, json=body, headers=AUTH, stream=True, timeout=(5, 30)) as resp:
         first = next(iter_messages(resp.iter_content(chunk_size=None)))
         task_id = json.loads(first.data)["result"]["task"]["id"]
-    deadline = time.monotonic() + 15
-    state = ""
-    while time.monotonic() < deadline:
-        state = rpc(base_url, "GetTask", {"id": task_id})["result"]["status"]["state"]
-        if state != "TASK_STATE_WORKING":
-            break
-        time.sleep(0.1)
-    assert state == "TASK_STATE_INPUT_REQUIRED"
+
+    def turn_finished() -> None:
+        assert rpc(base_url, "GetTask", {"id": task_id})["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+    eventually(turn_finished, timeout_s=15, interval_s=0.1)

@@ -25,6 +25,7 @@ from agui_bridge.reattach.format import record_paths
 from agui_bridge.reattach.retention import sweep_records
 from agui_bridge.store.store import ThreadStore
 from tests.support.agui_checks import assert_valid_agui_stream, numbered_frames, parse_sse
+from tests.support.eventually import eventually
 from tests.support.harness import new_thread_id, run_body, wait_for_task_state
 from tests.support.sse import response_chunks
 
@@ -242,13 +243,12 @@ def test_without_a_reader_the_window_cancels_the_task_and_records_run_error_canc
     events = assert_valid_agui_stream(replay, expect_terminal="RUN_ERROR")
     assert events[-1]["code"] == "CANCELLED"
     assert events[-1]["message"] == translate("reattach_window_expired", "en")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+
+    def released_and_retired() -> None:
         state = ThreadStore(settings.state_dir).read(thread_id)
-        if state is not None and state.active_run is None:
-            break
-        time.sleep(0.05)
-    assert state is not None and state.active_run is None and state.execution.task_id is None
+        assert state is not None and state.active_run is None and state.execution.task_id is None
+
+    eventually(released_and_retired, timeout_s=5)
 
 
 def test_with_window_zero_a_disconnect_cancels_at_once_and_the_record_still_ends(

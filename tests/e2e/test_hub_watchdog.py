@@ -8,13 +8,13 @@ bridge's own app; no route of the package can block the hub on a client's reques
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
 
+from tests.support.eventually import eventually
 from tests.support.harness import WsgiHost
 from tests.support.hub_block_app import BLOCK_PATH
 from tests.support.hub_guard import GUARD, HubReport
@@ -39,12 +39,14 @@ def blocking_server(tmp_path: Path, demo_url: str, demo_token: str) -> Iterator[
 
 def claim_reports(host: WsgiHost, timeout_s: float = 10.0) -> list[HubReport]:
     """The deliberate stall's reports, taken from the guard so they fail nothing (bounded wait)."""
-    deadline = time.monotonic() + timeout_s
-    reports: list[HubReport] = []
-    while not reports and time.monotonic() < deadline:
-        reports = GUARD.claim(host.log_path)
-        time.sleep(0.05)
-    return reports
+    claimed: list[HubReport] = []
+
+    def reported() -> list[HubReport]:
+        claimed.extend(GUARD.claim(host.log_path))
+        assert claimed, "the watchdog has not reported the stall yet"
+        return claimed
+
+    return eventually(reported, timeout_s=timeout_s, interval_s=0.05)
 
 
 def test_a_blocked_hub_is_logged_once_with_its_stack_and_counted(blocking_server: WsgiHost) -> None:

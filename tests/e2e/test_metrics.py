@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -19,7 +20,7 @@ def test_metrics_count_runs_of_each_outcome(tmp_path: Path, demo_url: str, demo_
     with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, heartbeat_interval=0.2, env=env) as server:
         assert requests.get(server.url + "metrics", timeout=5).status_code == 401
 
-        def post(body: dict, expect: str) -> list[dict]:  # type: ignore[type-arg]
+        def post(body: dict[str, Any], expect: str) -> list[dict[str, Any]]:
             with server.post(body, headers=headers) as response:
                 raw = b"".join(response.iter_content(chunk_size=None))
             from tests.support.agui_checks import assert_valid_agui_stream

@@ -42,7 +42,9 @@ def run_once(server: BridgeServer, body: dict[str, Any], expect: str) -> list[di
     return assert_valid_agui_stream(raw, expect_terminal=expect)
 
 
-def resume_body(thread_id: str, workspace: Path, interrupts: list[dict[str, Any]], payloads: list[Any]) -> dict:  # type: ignore[type-arg]
+def resume_body(
+    thread_id: str, workspace: Path, interrupts: list[dict[str, Any]], payloads: list[Any]
+) -> dict[str, Any]:
     body = run_body(thread_id, "", workspace, **PIPELINE_PROPS)
     body["resume"] = [
         {"interruptId": i["id"], "status": "resolved", "payload": p} for i, p in zip(interrupts, payloads, strict=True)

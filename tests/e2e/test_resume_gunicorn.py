@@ -85,7 +85,9 @@ def resume_body(thread_id: str, ws: Path, answers: list[dict[str, Any]], **props
     return body
 
 
-def resume(server: BridgeServer, thread_id: str, ws: Path, answers: list[dict[str, Any]], expect: str, **props: Any):  # type: ignore[no-untyped-def]
+def resume(
+    server: BridgeServer, thread_id: str, ws: Path, answers: list[dict[str, Any]], expect: str, **props: Any
+) -> list[dict[str, Any]]:
     return server.run(resume_body(thread_id, ws, answers, **props), expect=expect)
 
 

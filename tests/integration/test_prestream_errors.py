@@ -566,7 +566,7 @@ def test_prestream_error(row: Row, settings: Settings, tmp_path: Path, workspace
         assert error["message"] != translate(row.key, "en", **row.params)
 
 
-def test_truncated_body_is_a_json_error_not_a_plain_400(client) -> None:  # type: ignore[no-untyped-def]
+def test_truncated_body_is_a_json_error_not_a_plain_400(client: FlaskClient) -> None:
     response = client.post(
         "/", data=b"{}", content_type="application/json", environ_overrides={"CONTENT_LENGTH": "100"}
     )

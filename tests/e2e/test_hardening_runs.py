@@ -64,7 +64,8 @@ def cancel(server: BridgeServer, running: Running) -> requests.Response:
 def status(server: BridgeServer, thread_id: str) -> dict[str, Any]:
     answer = requests.post(server.url + STATUS.format(thread_id), json={"rosInvocationId": "invocation-1"}, timeout=10)
     assert answer.status_code == 200, answer.text
-    return answer.json()  # type: ignore[no-any-return]
+    result: dict[str, Any] = answer.json()
+    return result
 
 
 def busy_codes(server: BridgeServer, thread_id: str, cwd: Path, attempts: int = 6) -> set[tuple[int, str]]:
@@ -86,7 +87,8 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
 
 
 def thread_file(state_dir: Path, thread_id: str) -> dict[str, Any]:
-    return json.loads((state_dir / "threads" / f"{thread_id}.json").read_text())  # type: ignore[no-any-return]
+    result: dict[str, Any] = json.loads((state_dir / "threads" / f"{thread_id}.json").read_text())
+    return result
 
 
 def test_threads_sharing_a_run_id_keep_their_own_leases_and_cancels(

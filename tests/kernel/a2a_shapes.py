@@ -39,7 +39,8 @@ class Turn:
         for event in reversed(self.events):
             iac = (event.get("metadata") or {}).get("iac_code") or {}
             if "input" in iac:
-                return iac["input"]  # type: ignore[no-any-return]
+                result: dict[str, Any] = iac["input"]
+                return result
         raise AssertionError("no input in the turn")
 
 
@@ -52,7 +53,8 @@ class A2A:
 
     def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
-        return requests.post(self.url, json=body, headers=self.headers, timeout=60).json()  # type: ignore[no-any-return]
+        result: dict[str, Any] = requests.post(self.url, json=body, headers=self.headers, timeout=60).json()
+        return result
 
     def send(
         self,

@@ -83,7 +83,8 @@ class Harness:
             [[status(ctx, text=text), status(ctx, "TASK_STATE_INPUT_REQUIRED", **extra)]]
         ]
         events = assert_valid_agui_stream(collect(stream), expect_terminal="interrupt", capture=False)
-        return events[-1]["outcome"]["interrupts"]  # type: ignore[no-any-return]
+        result: list[dict[str, Any]] = events[-1]["outcome"]["interrupts"]
+        return result
 
     def resume(self, answers: list[dict[str, Any]], client: ScriptedA2A, **kwargs: Any) -> list[dict[str, Any]]:
         body = run_body(THREAD, "", self.tmp_path)

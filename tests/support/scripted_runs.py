@@ -19,7 +19,7 @@ from agui_bridge.store import model
 from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
-from agui_bridge.worker.runtime import ThreadRuntime
+from agui_bridge.worker.runtime import Runtime, ThreadRuntime
 from tests.support.fakes import ScriptedA2A, streaming_a2a
 from tests.support.harness import run_body
 
@@ -46,6 +46,7 @@ def make_stream(
     *,
     delay_s: float = 0.0,
     client: ScriptedA2A | None = None,
+    runtime: Runtime | None = None,
 ) -> tuple[RunStream, ScriptedA2A, ThreadStore]:
     """A new run of thread-1 admitted on `store`, its kernel answering every stream with `script`."""
     settings = settings or Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
@@ -58,7 +59,7 @@ def make_stream(
     )  # fmt: skip
     client = client or streaming_a2a(script(ticket.context_id), delay_s)
     # StreamDeps names the concrete kernel client; the scripted one implements the same A2APort.
-    deps = StreamDeps(settings, store, client, ThreadRuntime())  # type: ignore[arg-type]
+    deps = StreamDeps(settings, store, client, runtime or ThreadRuntime())  # type: ignore[arg-type]
     stream = RunStream(deps, ticket, run, "en")
     return stream, client, store
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
 from tests.support.agui_checks import assert_valid_agui_stream, event_types
 from tests.support.fakes import ScriptedA2A
+from tests.support.runtimes import SettlingRuntime
 from tests.support.scripted_runs import TASK, THREAD, admit, guidance_body, status, thread
 
 
@@ -73,7 +73,8 @@ def run_guidance(tmp_path: Path, reply: Any) -> tuple[list[dict[str, Any]], Scri
     client = ScriptedA2A()
     client.streams["SendStreamingMessage"] = [reply(context_id) if callable(reply) else reply]
     settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
-    deps = StreamDeps(settings, store, client, ThreadRuntime())  # type: ignore[arg-type]
+    runtime = SettlingRuntime()
+    deps = StreamDeps(settings, store, client, runtime)  # type: ignore[arg-type]
     stream = GuidanceStream(deps, ticket, parse_run_input(body), "en")
     try:
         raw = b"".join(stream)
@@ -84,7 +85,7 @@ def run_guidance(tmp_path: Path, reply: Any) -> tuple[list[dict[str, Any]], Scri
     assert message["messageId"] == body["messages"][-1]["id"] and message["parts"] == [
         {"text": "also add a NAT gateway"}
     ]
-    time.sleep(0.05)
+    runtime.settle()  # everything the stream did off the caller's thread has finished
     assert "CancelTask" not in client.methods()  # guidance never cancels the task it talks to
     state = store.read(THREAD)
     assert state is not None and state.execution.task_id == TASK and state.active_run is not None

@@ -22,11 +22,11 @@ from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
-from agui_bridge.worker.runtime import ThreadRuntime
 from tests.support.agui_checks import assert_valid_agui_stream, event_types
 from tests.support.eventually import eventually
 from tests.support.fakes import ScriptedA2A, ScriptedStream
 from tests.support.harness import run_body
+from tests.support.runtimes import SettlingRuntime
 from tests.support.scripted_runs import TASK, THREAD, collect, status
 
 PERMISSION = {
@@ -58,6 +58,7 @@ class Harness:
         self.tmp_path = tmp_path
         self.settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,), **settings)
         self.store = ThreadStore(self.settings.state_dir)
+        self.runtime = SettlingRuntime()
         self.context_id = ""
 
     def stream(self, body: dict[str, Any], client: ScriptedA2A) -> RunStream:
@@ -67,7 +68,7 @@ class Harness:
             now_ms=int(time.time() * 1000), lease_ttl_ms=20_000, is_alive=owner_is_alive,
         )  # fmt: skip
         self.context_id = ticket.context_id
-        deps = StreamDeps(self.settings, self.store, client, ThreadRuntime())  # type: ignore[arg-type]
+        deps = StreamDeps(self.settings, self.store, client, self.runtime)  # type: ignore[arg-type]
         return RunStream(deps, ticket, run, "en")
 
     def interrupt(self, *inputs: dict[str, Any], text: str = "I will write it.") -> list[dict[str, Any]]:
@@ -423,7 +424,7 @@ def test_disconnect_while_the_answer_is_in_flight_keeps_the_interrupt(tmp_path: 
 
     eventually(answer_sent, timeout_s=5, interval_s=0)
     stream.close()  # the client went away while A2A had not accepted the answer
-    time.sleep(0.1)
+    h.runtime.settle()  # everything the run did off the caller's thread has finished
     assert "CancelTask" not in client.methods()
     state = h.state()
     assert list(state.execution.pending) == ["perm-1"] and state.execution.task_id == TASK

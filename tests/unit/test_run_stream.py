@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from agui_bridge.store.store import StateWriteFailed
 from tests.support.agui_checks import assert_valid_agui_stream, event_types
 from tests.support.eventually import eventually
 from tests.support.fakes import ScriptedA2A
+from tests.support.runtimes import SettlingRuntime
 from tests.support.scripted_runs import TASK, collect, make_stream, status
 
 
@@ -74,10 +74,11 @@ def test_a_failed_task_is_not_cancelled_again(tmp_path: Path) -> None:
     def script(ctx: str) -> list[list[A2AEvent]]:
         return [[status(ctx, text="oops")], [status(ctx, "TASK_STATE_FAILED")]]
 
-    stream, client, _ = make_stream(tmp_path, script)
+    runtime = SettlingRuntime()
+    stream, client, _ = make_stream(tmp_path, script, runtime=runtime)
     events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
     assert events[-1]["code"] == "A2A_EXECUTION_FAILED"
-    time.sleep(0.2)
+    runtime.settle()  # everything the run did off the caller's thread has finished
     assert client.cancelled == []
 
 

@@ -18,10 +18,10 @@ from flask.testing import FlaskClient
 
 from agui_bridge.config.settings import Settings
 from agui_bridge.testing import AguiClient, Upstream
-from tests.hub_guard import GUARD
+from tests.support.hub_guard import GUARD
 
 #: Fixtures and session hooks shared as plugins (instead of star imports).
-pytest_plugins = ["tests.conftest_conformance", "tests.message_key_check"]
+pytest_plugins = ["tests.support.conformance", "tests.support.message_key_check"]
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +69,7 @@ def _fail_on_hub_reports() -> None:
 
 @pytest.fixture(autouse=True)
 def hub_watchdog_reports(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A gevent server's hub stall fails the test that ran when it was reported (tests/hub_guard.py)."""
+    """A gevent server's hub stall fails the test that ran when it was reported (tests/support/hub_guard.py)."""
     GUARD.test_started(request.node.nodeid)
     yield
     _fail_on_hub_reports()

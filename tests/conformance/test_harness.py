@@ -1,4 +1,4 @@
-"""Self-tests of the AG-UI conformance harness (tests/agui_checks.py + verify_streams.mjs)."""
+"""Self-tests of the AG-UI conformance harness (tests/support/agui_checks.py + verify_streams.mjs)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests import agui_checks
-from tests.agui_checks import (
+from tests.support import agui_checks
+from tests.support.agui_checks import (
     AguiStreamError,
     assert_valid_agui_stream,
     event_types,
     parse_sse,
     sse_comments,
 )
-from tests.conftest_conformance import (
+from tests.support.conformance import (
     conformance_sessionfinish,
     in_ci,
     node_verifier_available,

@@ -8,7 +8,7 @@ resume through the client's own API (``runAgent({runId: <new>, forwardedProps: <
 ``success``. The script prints one JSON line per run and one per flow.
 
 Needs ``node`` and ``tests/conformance/node_modules`` (``npm ci --prefix tests/conformance``): skipped
-locally without them, a failure when ``CI`` is truthy (as ``tests/conftest_conformance.py``).
+locally without them, a failure when ``CI`` is truthy (as ``tests/support/conformance.py``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.bridge_harness import BridgeServer, bridge_server
-from tests.conftest_conformance import CONFORMANCE_DIR, in_ci, node_verifier_available
+from tests.support.conformance import CONFORMANCE_DIR, in_ci, node_verifier_available
+from tests.support.harness import BridgeServer, bridge_server
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,8 @@ import pytest
 import requests
 
 from agui_bridge.worker.start_gate import START_GATE_LIMIT
-from tests.bridge_harness import bridge_server, custom, new_thread_id, read_sse_until, run_body, wait_for_task_state
+from tests.support.eventually import eventually
+from tests.support.harness import bridge_server, custom, new_thread_id, read_sse_until, run_body, wait_for_task_state
 
 pytestmark = pytest.mark.e2e
 
@@ -33,10 +34,12 @@ def test_a_departed_client_is_noticed_without_a_write(tmp_path: Path, demo_url: 
         assert requests.get(server.url + "health", timeout=5).status_code == 200
         ros = body["forwardedProps"]["iacCode"]["rosInvocationId"]
         status_url = f"{server.url}extensions/iac-code/v1/threads/{thread_id}/status"
-        deadline = time.monotonic() + 5
-        while requests.post(status_url, json={"rosInvocationId": ros}, timeout=5).json().get("active"):
-            assert time.monotonic() < deadline, "the lease of the departed run was not released"
-            time.sleep(0.05)
+
+        def released() -> None:
+            status = requests.post(status_url, json={"rosInvocationId": ros}, timeout=5).json()
+            assert not status.get("active"), "the lease of the departed run was not released"
+
+        eventually(released, timeout_s=5, interval_s=0.05)
         server.run(run_body(thread_id, "say hi", tmp_path), expect="success")
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import REPO_ROOT, BridgeServer, bridge_server, wait_for_task_state
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import REPO_ROOT, BridgeServer, bridge_server, wait_for_task_state
 
 pytestmark = pytest.mark.e2e
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from agui_bridge.demo.scenarios import MARKDOWN_ANSWER, VPC_TEMPLATE
-from tests.bridge_harness import REPO_ROOT, BridgeServer, bridge_server
+from tests.support.harness import REPO_ROOT, BridgeServer, bridge_server
 
 pytestmark = [
     pytest.mark.e2e,

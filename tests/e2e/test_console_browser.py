@@ -8,78 +8,27 @@ step go to tests/artifacts/screenshots/.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from tests.bridge_harness import REPO_ROOT, BridgeServer, bridge_server, wait_for_task_state
+from tests.support.browser import (
+    TOKEN,
+    assert_no_page_errors,
+    css,
+    open_console,
+    query_of,
+    send_message,
+    shoot,
+    text_of,
+    wait_for,
+)
+from tests.support.harness import BridgeServer, bridge_server, wait_for_task_state
 
 pytestmark = pytest.mark.e2e
-
-TOKEN = "console-e2e-token"
-SCREENSHOTS = REPO_ROOT / "tests" / "artifacts" / "screenshots"
-
-
-def _ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no", "off")
-
-
-def _executable(env_name: str, *names: str) -> str | None:
-    """`$env_name` if it names an executable file, else the first of `names` on PATH."""
-    given = os.environ.get(env_name)
-    if given:
-        return given if os.path.isfile(given) and os.access(given, os.X_OK) else None
-    return next((found for name in names if (found := shutil.which(name))), None)
-
-
-def _chromium() -> str | None:
-    return _executable("AGUI_CHROMIUM", "chromium", "chromium-browser")
-
-
-def _chromedriver() -> str | None:
-    return _executable("AGUI_CHROMEDRIVER", "chromedriver")
-
-
-def _missing() -> str | None:
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed (pip install -r requirements-dev.txt)"
-    if _chromium() is None or _chromedriver() is None:
-        return "chromium and chromedriver are not installed (run: bash scripts/install-browser)"
-    return None
-
-
-@pytest.fixture
-def driver() -> Iterator[Any]:
-    missing = _missing()
-    if missing is not None:
-        if _ci():
-            pytest.fail(f"console browser tests cannot run: {missing}; CI is set, so they may not be skipped")
-        pytest.skip(f"console browser tests skipped: {missing}")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = str(_chromium())
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1280,1100", "--no-first-run", "--disable-extensions"):  # fmt: skip
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    browser = webdriver.Chrome(service=Service(str(_chromedriver())), options=options)
-    browser.set_page_load_timeout(30)
-    try:
-        yield browser
-    finally:
-        browser.quit()
 
 
 @pytest.fixture
@@ -87,63 +36,6 @@ def console_bridge(demo_url: str, demo_token: str, state_dir: Path, tmp_path: Pa
     env = {"IAC_CODE_AGUI_AUTH_TOKEN": TOKEN, "IAC_CODE_AGUI_CONSOLE": "1"}
     with bridge_server(demo_url, demo_token, state_dir, tmp_path, heartbeat_interval=1, env=env) as server:
         yield server
-
-
-# --------------------------------------------------------------------------------------------- helpers
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 20, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except Exception as exc:  # a stale or missing element: try again
-            last_error = exc
-        else:
-            if value:
-                return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}" + (f" ({last_error!r})" if last_error else ""))
-
-
-def css(driver: Any, selector: str) -> list[Any]:
-    return list(driver.find_elements("css selector", selector))
-
-
-def text_of(driver: Any, selector: str) -> str:
-    return " ".join(str(e.text) for e in css(driver, selector))
-
-
-def shoot(driver: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
-
-
-def open_console(driver: Any, bridge: BridgeServer, workspace: Path) -> None:
-    driver.get(f"{bridge.url}console?cwd={quote(str(workspace), safe='')}")
-    wait_for(lambda: css(driver, "#thread-status[data-state='new']"), what="the console to load")
-    token = css(driver, "#token")[0]
-    token.send_keys(TOKEN)
-    token.send_keys("\t")  # change -> status refresh
-
-
-def send_message(driver: Any, text: str) -> None:
-    css(driver, "#message")[0].send_keys(text)
-    css(driver, "#send")[0].click()
-
-
-def assert_no_page_errors(driver: Any) -> None:
-    problems = [
-        entry
-        for entry in driver.get_log("browser")
-        if entry.get("source") in ("javascript", "security") or "Content Security Policy" in entry.get("message", "")
-    ]
-    assert problems == []
-
-
-def query_of(driver: Any) -> dict[str, list[str]]:
-    return parse_qs(urlsplit(driver.current_url).query)
 
 
 # --------------------------------------------------------------------------------------------- tests

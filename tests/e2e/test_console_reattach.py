@@ -2,9 +2,8 @@
 (gunicorn + gevent workers) and the demo agent, a reload in the middle of a slow run continues the
 transcript where it was, with nothing shown twice, up to the run's terminal event.
 
-Skips with the reason when the bridge does not advertise reattach (tests/reattach_probe.py).
+Skips with the reason when the bridge does not advertise reattach (tests/support/reattach_probe.py).
 """
-# ruff: noqa: F811 - the browser and bridge fixtures are imported from the console's browser tests
 
 from __future__ import annotations
 
@@ -15,19 +14,18 @@ from typing import Any
 
 import pytest
 
-from tests.bridge_harness import BridgeServer, bridge_server
-from tests.e2e.test_console_browser import (  # noqa: F401 - the fixtures are used by name
+from tests.support.browser import (
     TOKEN,
     assert_no_page_errors,
     css,
-    driver,
     open_console,
     send_message,
     shoot,
     text_of,
     wait_for,
 )
-from tests.reattach_probe import require_reattach
+from tests.support.harness import BridgeServer, bridge_server
+from tests.support.reattach_probe import require_reattach
 
 CHUNKS = [f"slow chunk {n}." for n in range(1, 7)]
 

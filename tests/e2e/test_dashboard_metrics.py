@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import REPO_ROOT, bridge_server, new_thread_id, run_body
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import REPO_ROOT, bridge_server, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e
 

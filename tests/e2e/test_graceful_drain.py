@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import (
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import (
     BridgeServer,
     StreamReader,
     bridge_server,

@@ -6,12 +6,13 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
-from tests.agui_checks import assert_valid_agui_stream, event_types, sse_comments
-from tests.bridge_harness import (
+from tests.support.agui_checks import assert_valid_agui_stream, event_types, sse_comments
+from tests.support.harness import (
     BridgeServer,
     StreamReader,
     bridge_server,
@@ -31,10 +32,11 @@ def server(tmp_path: Path, demo_url: str, demo_token: str) -> Iterator[BridgeSer
         yield running
 
 
-def session_value(events: list[dict]) -> dict:  # type: ignore[type-arg]
+def session_value(events: list[dict[str, Any]]) -> dict[str, Any]:
     values = custom(events, "iac-code.session.v1")
     assert len(values) == 1
-    return values[0]["value"]  # type: ignore[no-any-return]
+    value: dict[str, Any] = values[0]["value"]
+    return value
 
 
 def test_health_reports_the_protocol(server: BridgeServer) -> None:

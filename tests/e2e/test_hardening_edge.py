@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -27,7 +28,8 @@ from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.demo.testing import free_port
 from agui_bridge.i18n.language import translate
-from tests.bridge_harness import REPO_ROOT, bridge_server, new_thread_id, run_body
+from tests.support.eventually import eventually
+from tests.support.harness import REPO_ROOT, bridge_server, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e
 
@@ -187,7 +189,8 @@ def test_every_registered_route_but_health_and_console_files_needs_the_token(set
         if rule.endpoint in open_endpoints:
             continue
         with app.test_request_context():
-            path = url_for(rule.endpoint, **{name: "x" for name in rule.arguments})
+            arguments: dict[str, Any] = {name: "x" for name in rule.arguments}
+            path = url_for(rule.endpoint, **arguments)
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             response = client.open(path, method=method, json={})
             assert response.status_code == 401, (method, path, response.data)
@@ -263,9 +266,11 @@ def test_gunicorn_log_keeps_what_a_client_sent_inert(tmp_path: Path, demo_url: s
             with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
                 sock.sendall(payload)
                 assert sock.recv(64).startswith(b"HTTP/1.1 400")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and server.log_path.read_bytes().count(b"Invalid request") < 2:
-            time.sleep(0.1)
+
+        def both_logged() -> None:
+            assert server.log_path.read_bytes().count(b"Invalid request") >= 2
+
+        eventually(both_logged, timeout_s=10, interval_s=0.1)
     log = server.log_path.read_bytes()
     assert log.count(b"Invalid request from ip=127.0.0.1") == 2, log[-2000:]
     for raw in (b"\x1b", b"\x07", b"\xc2\x85"):

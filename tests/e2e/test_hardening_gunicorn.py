@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from agui_bridge.config import limits
-from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body
+from tests.support.harness import BridgeServer, bridge_server, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e
 

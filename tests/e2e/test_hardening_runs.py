@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
-from tests.bridge_harness import (
+from tests.support.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.support.harness import (
     BridgeServer,
     StreamReader,
     bridge_server,
@@ -26,7 +26,7 @@ from tests.bridge_harness import (
     run_body,
     wait_for_task_state,
 )
-from tests.e2e.test_metrics import sample
+from tests.support.prometheus import sample
 
 pytestmark = pytest.mark.e2e
 
@@ -64,7 +64,8 @@ def cancel(server: BridgeServer, running: Running) -> requests.Response:
 def status(server: BridgeServer, thread_id: str) -> dict[str, Any]:
     answer = requests.post(server.url + STATUS.format(thread_id), json={"rosInvocationId": "invocation-1"}, timeout=10)
     assert answer.status_code == 200, answer.text
-    return answer.json()  # type: ignore[no-any-return]
+    result: dict[str, Any] = answer.json()
+    return result
 
 
 def busy_codes(server: BridgeServer, thread_id: str, cwd: Path, attempts: int = 6) -> set[tuple[int, str]]:
@@ -86,7 +87,8 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
 
 
 def thread_file(state_dir: Path, thread_id: str) -> dict[str, Any]:
-    return json.loads((state_dir / "threads" / f"{thread_id}.json").read_text())  # type: ignore[no-any-return]
+    result: dict[str, Any] = json.loads((state_dir / "threads" / f"{thread_id}.json").read_text())
+    return result
 
 
 def test_threads_sharing_a_run_id_keep_their_own_leases_and_cancels(

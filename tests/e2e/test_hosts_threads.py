@@ -27,8 +27,8 @@ import requests
 
 from agui_bridge.protocol.sse_parser import SseParser
 from agui_bridge.testing import answer, resume_input
-from tests.agui_checks import assert_valid_agui_stream, event_types, sse_comments
-from tests.bridge_harness import (
+from tests.support.agui_checks import assert_valid_agui_stream, event_types, sse_comments
+from tests.support.harness import (
     APACHE_USER,
     WSGI_HOSTS,
     StreamReader,

@@ -1,24 +1,24 @@
 """`--hub-watchdog-ms` in a gunicorn gevent worker: a greenlet that holds the hub is logged once, at
 WARNING with its stack, and counted in `agui_hub_blocked_total` (docs/design.md#hub-watchdog).
 
-The stall comes from tests/hub_block_app.py, a test-only app that adds one blocking route to the
+The stall comes from tests/support/hub_block_app.py, a test-only app that adds one blocking route to the
 bridge's own app; no route of the package can block the hub on a client's request.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.bridge_harness import WsgiHost
-from tests.e2e.test_metrics import sample
-from tests.hub_block_app import BLOCK_PATH
-from tests.hub_guard import GUARD, HubReport
+from tests.support.eventually import eventually
+from tests.support.harness import WsgiHost
+from tests.support.hub_block_app import BLOCK_PATH
+from tests.support.hub_guard import GUARD, HubReport
+from tests.support.prometheus import sample
 
 pytestmark = pytest.mark.e2e
 
@@ -39,12 +39,14 @@ def blocking_server(tmp_path: Path, demo_url: str, demo_token: str) -> Iterator[
 
 def claim_reports(host: WsgiHost, timeout_s: float = 10.0) -> list[HubReport]:
     """The deliberate stall's reports, taken from the guard so they fail nothing (bounded wait)."""
-    deadline = time.monotonic() + timeout_s
-    reports: list[HubReport] = []
-    while not reports and time.monotonic() < deadline:
-        reports = GUARD.claim(host.log_path)
-        time.sleep(0.05)
-    return reports
+    claimed: list[HubReport] = []
+
+    def reported() -> list[HubReport]:
+        claimed.extend(GUARD.claim(host.log_path))
+        assert claimed, "the watchdog has not reported the stall yet"
+        return claimed
+
+    return eventually(reported, timeout_s=timeout_s, interval_s=0.05)
 
 
 def test_a_blocked_hub_is_logged_once_with_its_stack_and_counted(blocking_server: WsgiHost) -> None:

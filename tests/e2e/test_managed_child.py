@@ -11,35 +11,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from agui_bridge.demo.testing import free_port
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import REPO_ROOT, BridgeServer, new_thread_id, run_body
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import REPO_ROOT, BridgeServer, new_thread_id, run_body
+from tests.support.processes import gone, process_environment
 
 pytestmark = pytest.mark.e2e
-
-
-def process_environment(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
-
-
-def gone(pid: int, timeout_s: float = 10.0) -> bool:
-    """The process no longer exists (or is a zombie nobody reaped yet)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            return True
-        if state == b"Z":
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_the_managed_child_gets_no_bridge_secret_and_dies_with_a_killed_master(tmp_path: Path) -> None:

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
-from tests.bridge_harness import bridge_server, new_thread_id, run_body
+from tests.support.harness import bridge_server, new_thread_id, run_body
+from tests.support.prometheus import sample
 
 pytestmark = pytest.mark.e2e
-
-
-def sample(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text format (0 when absent)."""
-    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    pattern = re.escape(name) + (r"\{" + re.escape(wanted) + r"\}" if labels else "") + r" ([0-9.e+-]+)$"
-    match = re.search(pattern, text, re.M)
-    return float(match.group(1)) if match else 0.0
 
 
 def test_metrics_count_runs_of_each_outcome(tmp_path: Path, demo_url: str, demo_token: str) -> None:
@@ -27,10 +20,10 @@ def test_metrics_count_runs_of_each_outcome(tmp_path: Path, demo_url: str, demo_
     with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, heartbeat_interval=0.2, env=env) as server:
         assert requests.get(server.url + "metrics", timeout=5).status_code == 401
 
-        def post(body: dict, expect: str) -> list[dict]:  # type: ignore[type-arg]
+        def post(body: dict[str, Any], expect: str) -> list[dict[str, Any]]:
             with server.post(body, headers=headers) as response:
                 raw = b"".join(response.iter_content(chunk_size=None))
-            from tests.agui_checks import assert_valid_agui_stream
+            from tests.support.agui_checks import assert_valid_agui_stream
 
             return assert_valid_agui_stream(raw, expect_terminal=expect)
 

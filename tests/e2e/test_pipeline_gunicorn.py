@@ -4,7 +4,7 @@
 Three AG-UI runs: the turn that ends on a candidate selection, the resume that ends on a sideband
 permission (the task stays WORKING), and the resume that answers it with a unary SendMessage and follows
 the task to its end. The client drops its connection after each interrupt. Every stream is checked by
-tests.agui_checks (steps: never started twice while open, every STEP_FINISHED matches, nothing open at the
+tests.support.agui_checks (steps: never started twice while open, every STEP_FINISHED matches, nothing open at the
 terminal event) and replayed through @ag-ui/client at the end of the session. Across the runs no Pipeline
 envelope is shown twice, resumes open with the recovery ACTIVITY_SNAPSHOT, and no durable step stays open.
 The same scenario with the bridge restarted at each interrupt gives the same event sequence.
@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import BridgeServer, bridge_server, custom, new_thread_id, run_body
-from tests.state_checks import assert_documented_document
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import BridgeServer, bridge_server, custom, new_thread_id, run_body
+from tests.support.state_checks import assert_documented_document
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +42,9 @@ def run_once(server: BridgeServer, body: dict[str, Any], expect: str) -> list[di
     return assert_valid_agui_stream(raw, expect_terminal=expect)
 
 
-def resume_body(thread_id: str, workspace: Path, interrupts: list[dict[str, Any]], payloads: list[Any]) -> dict:  # type: ignore[type-arg]
+def resume_body(
+    thread_id: str, workspace: Path, interrupts: list[dict[str, Any]], payloads: list[Any]
+) -> dict[str, Any]:
     body = run_body(thread_id, "", workspace, **PIPELINE_PROPS)
     body["resume"] = [
         {"interruptId": i["id"], "status": "resolved", "payload": p} for i, p in zip(interrupts, payloads, strict=True)

@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.bridge_harness import REPO_ROOT, BridgeServer, custom, new_thread_id, run_body
+from tests.support.harness import BridgeServer, custom, new_thread_id, readme_example_body, run_body
+from tests.support.processes import gone
 
 pytestmark = pytest.mark.e2e
-
-
-def readme_example_body() -> dict:  # type: ignore[type-arg]
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"curl -N http://127\.0\.0\.1:8000/.*?-d '(\{.*?\})'", readme, re.S)
-    assert match, "the README must show a curl -N example"
-    return json.loads(match.group(1))  # type: ignore[no-any-return]
 
 
 def test_readme_example_streams_success_through_the_managed_demo_agent(tmp_path: Path) -> None:
@@ -33,10 +26,7 @@ def test_readme_example_streams_success_through_the_managed_demo_agent(tmp_path:
         assert custom(events, "iac-code.artifact.v1")
     finally:
         server.stop(group=False)  # SIGTERM to the master only: it must stop its child itself
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not Path(f"/proc/{child}").exists() or b"Z" in Path(f"/proc/{child}/stat").read_bytes().split(b")")[1][:3]
+    assert gone(child)  # exited, or a zombie nobody reaped yet
 
 
 def test_idle_shutdown_exits_gracefully_and_stops_the_managed_child(tmp_path: Path) -> None:
@@ -60,10 +50,7 @@ def test_idle_shutdown_exits_gracefully_and_stops_the_managed_child(tmp_path: Pa
         server.process = None
     finally:
         server.stop(group=True)
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not Path(f"/proc/{child}").exists() or b"Z" in Path(f"/proc/{child}/stat").read_bytes().split(b")")[1][:3]
+    assert gone(child)  # exited, or a zombie nobody reaped yet
 
 
 def test_a_dead_managed_child_stops_the_server_with_status_1(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 import requests
 
 from agui_bridge.reattach.format import record_paths
-from tests.bridge_harness import BridgeServer, bridge_server
-from tests.synthetic_record import write_synthetic_record
+from tests.support.harness import BridgeServer, bridge_server
+from tests.support.synthetic_record import write_synthetic_record
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "invocation-1"

@@ -3,7 +3,7 @@
 (tests/conformance/reattach_example.mjs with @ag-ui/client's verifier) against `agui-bridge serve`
 (gunicorn + gevent workers) and the demo agent.
 
-Every test skips with the reason when the bridge does not advertise reattach (tests/reattach_probe.py).
+Every test skips with the reason when the bridge does not advertise reattach (tests/support/reattach_probe.py).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 import requests
 
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import REPO_ROOT, BridgeServer, bridge_server
-from tests.cutting_proxy import cutting_proxy
-from tests.reattach_probe import require_reattach
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.cutting_proxy import cutting_proxy
+from tests.support.harness import REPO_ROOT, BridgeServer, bridge_server
+from tests.support.reattach_probe import require_reattach
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,4 @@
-"""The reattach clients against a stand-in for the server's contract (tests/fake_reattach_bridge.py):
+"""The reattach clients against a stand-in for the server's contract (tests/support/fake_reattach_bridge.py):
 the first connection of a run breaks mid-run, the replay starts before the client's cursor. The web
 console in headless Chromium, the README's JavaScript example with the @ag-ui/client verifier, and
 `agui-bridge chat` must each show the whole run once, ending with its terminal event.
@@ -6,7 +6,6 @@ console in headless Chromium, the README's JavaScript example with the @ag-ui/cl
 These run whatever the state of the server side; tests/e2e/test_reattach_clients.py and
 test_console_reattach.py do the same against the real bridge.
 """
-# ruff: noqa: F811 - the browser fixture is imported from the console's browser tests
 
 from __future__ import annotations
 
@@ -20,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.bridge_harness import REPO_ROOT
-from tests.e2e.test_console_browser import css, driver, shoot, text_of, wait_for  # noqa: F401
-from tests.fake_reattach_bridge import CHUNKS, fake_reattach_bridge, slow_run
+from tests.support.browser import css, shoot, text_of, wait_for
+from tests.support.fake_reattach_bridge import CHUNKS, fake_reattach_bridge, slow_run
+from tests.support.harness import REPO_ROOT
 
 pytestmark = pytest.mark.e2e
 

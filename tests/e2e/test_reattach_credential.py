@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.agui_checks import parse_sse
-from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body
+from tests.support.agui_checks import parse_sse
+from tests.support.harness import BridgeServer, bridge_server, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import requests
 
-from tests.bridge_harness import HOST_THREADS, WsgiHost, new_thread_id, run_body
+from tests.support.harness import HOST_THREADS, WsgiHost, new_thread_id, run_body
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "invocation-1"  # run_body's rosInvocationId

@@ -31,8 +31,8 @@ from agui_bridge.i18n.language import translate
 from agui_bridge.protocol.events import ARTIFACT_EVENT, TOOL_PROGRESS_EVENT
 from agui_bridge.reattach.format import record_paths
 from agui_bridge.reattach.reader import RecordReader
-from tests.agui_checks import assert_valid_agui_stream, numbered_frames, parse_sse
-from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body, wait_for_task_state
+from tests.support.agui_checks import assert_valid_agui_stream, numbered_frames, parse_sse
+from tests.support.harness import BridgeServer, bridge_server, new_thread_id, run_body, wait_for_task_state
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "invocation-1"

@@ -32,8 +32,8 @@ from agui_bridge.demo.testing import running_demo_agent
 from agui_bridge.store import model
 from agui_bridge.store.keys import thread_file_stem
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream, event_types
-from tests.bridge_harness import (
+from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.harness import (
     BridgeServer,
     StreamReader,
     a2a_task_state,
@@ -43,7 +43,7 @@ from tests.bridge_harness import (
     run_body,
     wait_for_task_state,
 )
-from tests.state_checks import Secrets, assert_documented_document, assert_state_clean
+from tests.support.state_checks import Secrets, assert_documented_document, assert_state_clean
 
 pytestmark = pytest.mark.e2e
 
@@ -85,7 +85,9 @@ def resume_body(thread_id: str, ws: Path, answers: list[dict[str, Any]], **props
     return body
 
 
-def resume(server: BridgeServer, thread_id: str, ws: Path, answers: list[dict[str, Any]], expect: str, **props: Any):  # type: ignore[no-untyped-def]
+def resume(
+    server: BridgeServer, thread_id: str, ws: Path, answers: list[dict[str, Any]], expect: str, **props: Any
+) -> list[dict[str, Any]]:
     return server.run(resume_body(thread_id, ws, answers, **props), expect=expect)
 
 

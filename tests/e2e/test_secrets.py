@@ -25,9 +25,9 @@ from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.demo.testing import free_port
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body
-from tests.state_checks import Secrets, assert_documented_document, assert_state_clean, leaks
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import BridgeServer, bridge_server, new_thread_id, run_body
+from tests.support.state_checks import Secrets, assert_documented_document, assert_state_clean, leaks
 
 pytestmark = pytest.mark.e2e
 

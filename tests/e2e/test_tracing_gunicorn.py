@@ -21,7 +21,7 @@ from agui_bridge.demo.server import TRACEPARENT_LOG_ENV
 from agui_bridge.demo.testing import running_demo_agent
 from agui_bridge.protocol.sse_parser import parse_body
 from agui_bridge.store.store import ThreadStore
-from tests.bridge_harness import bridge_server, new_thread_id, run_body
+from tests.support.harness import bridge_server, new_thread_id, run_body
 
 pytestmark = pytest.mark.e2e
 

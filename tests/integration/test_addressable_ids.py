@@ -20,8 +20,8 @@ from flask.testing import FlaskClient
 from agui_bridge.config.settings import Settings
 from agui_bridge.i18n.language import translate
 from agui_bridge.reattach.format import existing_record_paths, legacy_record_name, record_name, record_paths
-from tests.agui_checks import parse_sse
-from tests.bridge_harness import new_thread_id, run_body
+from tests.support.agui_checks import parse_sse
+from tests.support.harness import new_thread_id, run_body
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 STATUS = "/extensions/iac-code/v1/threads/{}/status"

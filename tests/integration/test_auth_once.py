@@ -13,7 +13,7 @@ from flask import Flask
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.web import auth
-from tests.bridge_harness import new_thread_id, run_body
+from tests.support.harness import new_thread_id, run_body
 
 TOKEN = "s3cret-token"
 GOOD = {"Authorization": f"Bearer {TOKEN}"}

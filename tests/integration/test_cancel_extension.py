@@ -13,8 +13,9 @@ from flask.testing import FlaskClient
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
-from tests.bridge_harness import custom, new_thread_id, run_body, wait_for_task_state
+from tests.support.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.support.harness import custom, new_thread_id, run_body, wait_for_task_state
+from tests.support.sse import response_chunks
 
 CANCEL = "/extensions/iac-code/v1/executions/{}/cancel"
 
@@ -26,7 +27,7 @@ def cancel(client: FlaskClient, execution_id: str, body: Any, **kwargs: Any) -> 
 def start_slow_run(client: FlaskClient, thread_id: str, workspace: Path) -> tuple[Any, dict[str, Any], bytes]:
     response = client.post("/", json=run_body(thread_id, "slow [SLOW 20]", workspace), buffered=False)
     raw = b""
-    for chunk in response.response:
+    for chunk in response_chunks(response):
         raw += chunk
         session = custom(parse_sse(raw), "iac-code.session.v1")
         if session:
@@ -40,7 +41,7 @@ def test_cancel_of_an_in_flight_run_ends_it_with_cancelled(
     thread_id = new_thread_id()
     response, session, raw = start_slow_run(client, thread_id, workspace)
     result: dict[str, Any] = {}
-    reader = threading.Thread(target=lambda: result.update(raw=raw + b"".join(response.response)))
+    reader = threading.Thread(target=lambda: result.update(raw=raw + b"".join(response_chunks(response))))
     reader.start()
     other = create_app(client.application.extensions["agui_bridge"].settings).test_client()  # another "worker"
     answer = cancel(other, session["executionId"], {"threadId": thread_id, "rosInvocationId": "invocation-1"})

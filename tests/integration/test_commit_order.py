@@ -4,49 +4,58 @@ Demo agent, Flask test client."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 from flask.testing import FlaskClient
 
+from agui_bridge.store.store import ThreadStore
 from agui_bridge.store.writer import Durability, state_writer
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
-from tests.bridge_harness import custom, new_thread_id, run_body
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import custom, new_thread_id, run_body
+from tests.support.sse import SseEvents, response_chunks
 
 HOLD_S = 0.3
 
 
-def test_no_event_overtakes_the_commit_it_depends_on(client: FlaskClient, workspace: Path) -> None:
+def on_disk(store: ThreadStore, thread_id: str) -> dict[str, Any] | None:
+    """The thread's document as the file holds it now (what a restarted worker would read)."""
+    path = store.path_for(thread_id)
+    if not path.exists():
+        return None
+    document: dict[str, Any] = json.loads(path.read_bytes())
+    return document
+
+
+def test_no_event_overtakes_the_commit_it_depends_on(client: FlaskClient, workspace: Path, state_dir: Path) -> None:
     writer = state_writer()
+    store = ThreadStore(state_dir)
     received: list[dict[str, Any]] = []
     #: For each batch the writer was held on: what the client had received by then, and the batch.
     held: list[tuple[list[str], list[Durability]]] = []
-    completed: list[int] = []  # len(received) when each batch had completed
-    real_write_batch = writer._write_batch
+    #: The thread file as it was on disk when the client received each event.
+    file_when_received: list[dict[str, Any] | None] = []
 
     def hold(batch: list[Any]) -> None:
         time.sleep(HOLD_S)  # a slow disk; the client must see nothing new meanwhile
         held.append(([e["type"] for e in received], [job.durability for job in batch]))
 
-    def write_batch(batch: list[Any]) -> None:
-        real_write_batch(batch)
-        completed.append(len(received))
-
     writer.before_batch = hold
-    writer._write_batch = write_batch  # type: ignore[method-assign]
     try:
         thread_id = new_thread_id()
         response = client.post("/", json=run_body(thread_id, "say hi", workspace), buffered=False)
         assert response.status_code == 200
-        raw = b""
-        for chunk in response.response:
-            raw += chunk
-            received[:] = parse_sse(raw[: raw.rfind(b"\n\n") + 2])
+        reader = SseEvents()
+        for chunk in response_chunks(response):
+            for event in reader.feed(chunk):
+                received.append(event)
+                file_when_received.append(on_disk(store, thread_id))
+        raw = reader.raw
         response.close()
     finally:
         writer.before_batch = None
-        del writer._write_batch
     events = assert_valid_agui_stream(raw, expect_terminal="success")
     assert custom(events, "iac-code.session.v1")
 
@@ -66,7 +75,13 @@ def test_no_event_overtakes_the_commit_it_depends_on(client: FlaskClient, worksp
         assert seen == ["RUN_STARTED"]
     # ... and while the release was held, the terminal event had not been sent.
     assert "RUN_FINISHED" not in held[-1][0] and "RUN_ERROR" not in held[-1][0]
-    # Each dependent event arrived only after its commit completed.
-    assert completed[0] <= types.index("RUN_STARTED")
-    assert completed[-2] <= session_at
-    assert completed[-1] <= types.index("RUN_FINISHED")
+    # Each dependent event arrived only when the file already held its commit: the admission's lease
+    # with RUN_STARTED, the identity the session event announces with it, the lease released with RUN_FINISHED.
+    admitted = file_when_received[types.index("RUN_STARTED")]
+    assert admitted is not None and admitted["activeRun"]["runId"] == received[0]["runId"]
+    identity = file_when_received[session_at]
+    session = received[session_at]["value"]
+    assert identity is not None and identity["execution"]["taskId"] == session["taskId"]
+    assert identity["iacCodeSessionId"] == session["sessionId"]
+    released = file_when_received[types.index("RUN_FINISHED")]
+    assert released is not None and released.get("activeRun") is None

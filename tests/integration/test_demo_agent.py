@@ -10,110 +10,20 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 import requests
 
 from agui_bridge.demo.testing import running_demo_agent
-from agui_bridge.protocol.sse_parser import iter_messages, parse_body
-
-TOKEN = "demo-test-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
+from agui_bridge.protocol.sse_parser import iter_messages
+from tests.support.demo_a2a import AUTH, TOKEN, Stream, assert_turn_finished, rpc, send, user_message
+from tests.support.eventually import eventually
 
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
     with running_demo_agent(token=TOKEN) as url:
         yield url
-
-
-@dataclass
-class Stream:
-    content_type: str
-    raw: bytes
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def results(self) -> list[dict[str, Any]]:
-        return [e["result"] for e in self.events]
-
-    @property
-    def task_id(self) -> str:
-        first = self.results[0]
-        return str(first["task"]["id"] if "task" in first else first["statusUpdate"]["taskId"])
-
-    def updates(self) -> list[dict[str, Any]]:
-        return [r["statusUpdate"] for r in self.results if "statusUpdate" in r]
-
-    def states(self) -> list[str]:
-        return [u["status"]["state"] for u in self.updates()]
-
-    def iac(self) -> list[dict[str, Any]]:
-        return [u.get("metadata", {}).get("iac_code", {}) for u in self.updates()]
-
-    def deltas(self) -> list[str]:
-        return [
-            u["status"]["message"]["parts"][0]["text"]
-            for u in self.updates()
-            if u["status"].get("message", {}).get("messageId", "").endswith("-message")
-            and u["status"]["state"] == "TASK_STATE_WORKING"
-        ]
-
-
-def _message(text: str, context_id: str | None = None, task_id: str | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {
-        "messageId": str(uuid.uuid4()),
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-        "metadata": {"iac_code": {"cwd": "/workspace/session-1"}},
-    }
-    if context_id:
-        msg["contextId"] = context_id
-    if task_id:
-        msg["taskId"] = task_id
-    return msg
-
-
-def rpc(base_url: str, method: str, params: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
-    body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
-    resp = requests.post(base_url, json=body, headers=AUTH if headers is None else headers, timeout=10)
-    assert resp.status_code == 200
-    assert resp.headers["content-type"].startswith("application/json")
-    return resp.json()
-
-
-def send(base_url: str, text: str, context_id: str | None = None, task_id: str | None = None) -> Stream:
-    body = {
-        "jsonrpc": "2.0",
-        "id": str(uuid.uuid4()),
-        "method": "SendStreamingMessage",
-        "params": {
-            "message": _message(text, context_id, task_id),
-            "configuration": {"acceptedOutputModes": ["text/plain"]},
-        },
-    }
-    with requests.post(base_url, json=body, headers=AUTH, stream=True, timeout=(5, 30)) as resp:
-        assert resp.status_code == 200
-        raw = b"".join(resp.iter_content(chunk_size=None))
-        stream = Stream(resp.headers["content-type"], raw)
-    stream.events.extend(json.loads(message.data) for message in parse_body(raw))
-    return stream
-
-
-def assert_turn_finished(stream: Stream) -> None:
-    """The kernel's end of a successful turn: final echo, then INPUT_REQUIRED without input."""
-    tid = stream.task_id
-    last = stream.updates()[-1]
-    assert last["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    assert "input" not in last["metadata"]["iac_code"]
-    final = stream.updates()[-2]
-    assert final["status"]["state"] == "TASK_STATE_WORKING"
-    assert final["status"]["message"]["messageId"] == f"{tid}-2"
-    assert final["metadata"]["iac_code"]["assistantFinal"] == {"complete": True}
-    assert final["status"]["message"]["parts"][0]["text"] == "".join(stream.deltas())
-    assert any("usage" in m for m in stream.iac())
 
 
 def test_plain_turn_has_the_kernel_shape(base_url: str) -> None:
@@ -247,15 +157,18 @@ def test_cancel_stops_a_running_slow_turn(base_url: str) -> None:
     holder: dict[str, Stream] = {}
     reader = threading.Thread(target=lambda: holder.setdefault("s", send(base_url, "slow [SLOW 30]")))
     reader.start()
-    task_id = None
-    deadline = time.monotonic() + 5
-    while task_id is None and time.monotonic() < deadline:
+
+    def slow_task() -> str:
         listed = rpc(base_url, "ListTasks", {"historyLength": 1})
-        for task in listed.get("result", {}).get("tasks", []):
-            if task["history"] and task["history"][0]["parts"][0]["text"] == "slow [SLOW 30]":
-                task_id = task["id"]
-        time.sleep(0.05)
-    assert task_id is not None
+        ids = [
+            str(task["id"])
+            for task in listed.get("result", {}).get("tasks", [])
+            if task["history"] and task["history"][0]["parts"][0]["text"] == "slow [SLOW 30]"
+        ]
+        assert ids, "the slow turn is not listed yet"
+        return ids[-1]
+
+    task_id = eventually(slow_task, timeout_s=5, interval_s=0.05)
     time.sleep(0.3)
     cancelled_at = time.monotonic()
     result = rpc(base_url, "CancelTask", {"id": task_id})["result"]
@@ -321,7 +234,7 @@ def test_get_task_and_unknown_task(base_url: str) -> None:
 
 def test_missing_version_header_is_a_json_rpc_error(base_url: str) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    params = {"message": _message("say hi")}
+    params = {"message": user_message("say hi")}
     for method in ("SendStreamingMessage", "GetTask"):
         reply = rpc(base_url, method, params if method != "GetTask" else {"id": "x"}, headers=headers)
         assert reply["error"]["code"] == -32009
@@ -371,16 +284,13 @@ def test_disconnect_does_not_stall_or_cancel_the_turn(base_url: str) -> None:
         "jsonrpc": "2.0",
         "id": "1",
         "method": "SendStreamingMessage",
-        "params": {"message": _message("[LONG 3000]")},
+        "params": {"message": user_message("[LONG 3000]")},
     }
     with requests.post(base_url, json=body, headers=AUTH, stream=True, timeout=(5, 30)) as resp:
         first = next(iter_messages(resp.iter_content(chunk_size=None)))
         task_id = json.loads(first.data)["result"]["task"]["id"]
-    deadline = time.monotonic() + 15
-    state = ""
-    while time.monotonic() < deadline:
-        state = rpc(base_url, "GetTask", {"id": task_id})["result"]["status"]["state"]
-        if state != "TASK_STATE_WORKING":
-            break
-        time.sleep(0.1)
-    assert state == "TASK_STATE_INPUT_REQUIRED"
+
+    def turn_finished() -> None:
+        assert rpc(base_url, "GetTask", {"id": task_id})["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+    eventually(turn_finished, timeout_s=15, interval_s=0.1)

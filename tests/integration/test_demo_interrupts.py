@@ -14,7 +14,7 @@ import requests
 
 from agui_bridge.demo.testing import running_demo_agent
 from agui_bridge.protocol.sse_parser import parse_body
-from tests.integration.test_demo_agent import AUTH, TOKEN, Stream, assert_turn_finished, rpc, send
+from tests.support.demo_a2a import AUTH, TOKEN, Stream, assert_turn_finished, rpc, send
 
 PERMISSION_KEYS = {"schemaVersion", "kind", "requestTaskId", "inputId", "toolUseId", "decision"}
 

@@ -21,7 +21,7 @@ import requests
 
 from agui_bridge.demo.testing import running_demo_agent
 from agui_bridge.protocol.sse_parser import iter_messages
-from tests.integration.test_demo_agent import AUTH, TOKEN, Stream, assert_turn_finished, rpc
+from tests.support.demo_a2a import AUTH, TOKEN, Stream, assert_turn_finished, rpc
 
 PIPELINE_META = {"cwd": "/workspace/session-1", "run_mode": "pipeline"}
 ENVELOPE_KEYS = {

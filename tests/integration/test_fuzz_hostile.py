@@ -30,7 +30,8 @@ from werkzeug.test import TestResponse
 
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
-from tests.integration.test_fuzz_no_500 import (
+from tests.support.fuzz_inputs import (
+    TOKEN,
     accept_language,
     authorization,
     base_body,
@@ -39,7 +40,6 @@ from tests.integration.test_fuzz_no_500 import (
     mutate,
 )
 
-TOKEN = "s3cret"  # the bearer token test_fuzz_no_500's header strategies use
 ENV_SECRETS = {
     "IAC_CODE_AGUI_A2A_TOKEN": "envsecret-a2a-" + uuid.uuid4().hex,
     "IAC_CODE_AGUI_AUTH_TOKEN": "envsecret-auth-" + uuid.uuid4().hex,

@@ -14,8 +14,8 @@ from flask.testing import FlaskClient
 
 from agui_bridge.config import limits
 from agui_bridge.testing import answer, run_input
-from tests.agui_checks import assert_valid_agui_stream
-from tests.emitted_streams import history
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.emitted_streams import history
 
 
 def long_id(prefix: str) -> str:

@@ -6,9 +6,8 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
@@ -17,8 +16,9 @@ from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.worker.hooks import worker_host
-from tests.agui_checks import assert_valid_agui_stream, event_types, parse_sse, sse_comments
-from tests.bridge_harness import custom, new_thread_id, run_body, wait_for_task_state
+from tests.support.agui_checks import assert_valid_agui_stream, event_types, parse_sse, sse_comments
+from tests.support.harness import custom, new_thread_id, run_body, wait_for_task_state
+from tests.support.sse import response_chunks
 
 
 def run(client: FlaskClient, body: dict[str, Any], expect: str | None = None, **headers: str) -> list[dict[str, Any]]:
@@ -87,7 +87,7 @@ def test_failing_turn_ends_with_a2a_execution_failed(client: FlaskClient, worksp
 def test_run_error_message_is_localised(client: FlaskClient, workspace: Path) -> None:
     events = run(client, run_body(new_thread_id(), "please fail", workspace, preferredLanguage="de-DE"), "RUN_ERROR")
     assert events[-1]["code"] == "A2A_EXECUTION_FAILED"
-    assert events[-1]["message"] != "The A2A execution failed."
+    assert events[-1]["message"] == "Die A2A-Ausführung ist fehlgeschlagen."  # the German catalog's text
 
 
 def test_upstream_down_gives_a2a_unavailable(settings: Settings, workspace: Path) -> None:
@@ -120,7 +120,7 @@ def test_disconnect_cancels_the_a2a_task(
     thread_id = new_thread_id()
     response = client.post("/", json=run_body(thread_id, "slow [SLOW 20]", workspace), buffered=False)
     task_id = None
-    for chunk in response.response:  # type: ignore[attr-defined]
+    for chunk in response_chunks(response):
         for event in parse_sse(chunk):
             if event.get("name") == "iac-code.session.v1":
                 task_id = event["value"]["taskId"]
@@ -136,7 +136,7 @@ def test_disconnect_cancels_the_a2a_task(
 def test_second_run_on_a_busy_thread_is_thread_busy(client: FlaskClient, workspace: Path) -> None:
     thread_id = new_thread_id()
     first = client.post("/", json=run_body(thread_id, "slow [SLOW 3]", workspace), buffered=False)
-    next(iter(first.response))  # type: ignore[arg-type]
+    next(response_chunks(first))
     second = client.post("/", json=run_body(thread_id, "hi", workspace))
     assert second.status_code == 409
     assert second.get_json()["error"]["code"] == "THREAD_BUSY"
@@ -203,7 +203,7 @@ def test_drain_refuses_new_runs_and_stops_active_ones(client: FlaskClient, works
     host = worker_host(client.application)
     assert host is not None
     response = client.post("/", json=run_body(new_thread_id(), "slow [SLOW 30]", workspace), buffered=False)
-    chunks = iter(cast("Iterable[bytes]", response.response))
+    chunks = response_chunks(response)
     raw = next(chunks)
     while b"iac-code.session.v1" not in raw:
         raw += next(chunks)

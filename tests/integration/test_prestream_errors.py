@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from flask.testing import FlaskClient
@@ -30,8 +30,8 @@ from agui_bridge.i18n.language import translate
 from agui_bridge.store import model
 from agui_bridge.store.owner import current_owner
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import new_thread_id, run_body
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import new_thread_id, run_body
 
 TOKEN = "s3cret"
 MAX_BODY = 12 * 1024 * 1024
@@ -216,9 +216,27 @@ def _missing_thread_id(lang_props: dict[str, Any], **headers: str) -> Callable[[
 
 # ------------------------------------------------------------------------------------------ the table
 
-UNAUTH = {"status": 401, "code": "UNAUTHORIZED", "key": "unauthorized", "auth": True}
-INVALID = {"status": 400, "code": "INVALID_INPUT"}
-CONFLICT = {"status": 409}
+
+class _Unauthorized(TypedDict):
+    status: int
+    code: str
+    key: str
+    auth: bool
+
+
+class _Invalid(TypedDict):
+    status: int
+    code: str
+
+
+class _Conflict(TypedDict):
+    status: int
+
+
+#: The columns a family of rows shares, typed so that a row spreading them is checked like the others.
+UNAUTH: _Unauthorized = {"status": 401, "code": "UNAUTHORIZED", "key": "unauthorized", "auth": True}
+INVALID: _Invalid = {"status": 400, "code": "INVALID_INPUT"}
+CONFLICT: _Conflict = {"status": 409}
 
 ROWS: list[Row] = [
     # Authentication (docs/design.md#authentication): the first check, so only Accept-Language is read.
@@ -243,7 +261,8 @@ ROWS: list[Row] = [
     Row(
         "auth-language-from-header-not-body",
         lambda env: post_json(env.body(preferredLanguage="zh"), **{"Accept-Language": "de-DE"}),
-        **{**UNAUTH, "lang": "de"},
+        **UNAUTH,
+        lang="de",
     ),
     # Pre-stream check: media type (docs/design.md#pre-stream-checks).
     Row(
@@ -487,7 +506,8 @@ ROWS: list[Row] = [
     Row(
         "lang-unauthorized-ja",
         lambda env: post_json(env.body(), **{"Accept-Language": "ja-JP, en;q=0.5"}),
-        **{**UNAUTH, "lang": "ja"},
+        **UNAUTH,
+        lang="ja",
     ),
     Row(
         "lang-body-beats-header-on-envelope-error",
@@ -546,7 +566,7 @@ def test_prestream_error(row: Row, settings: Settings, tmp_path: Path, workspace
         assert error["message"] != translate(row.key, "en", **row.params)
 
 
-def test_truncated_body_is_a_json_error_not_a_plain_400(client) -> None:  # type: ignore[no-untyped-def]
+def test_truncated_body_is_a_json_error_not_a_plain_400(client: FlaskClient) -> None:
     response = client.post(
         "/", data=b"{}", content_type="application/json", environ_overrides={"CONTENT_LENGTH": "100"}
     )

@@ -20,11 +20,14 @@ from flask.testing import FlaskClient
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
 from agui_bridge.i18n.language import translate
+from agui_bridge.protocol.sse_parser import SseComment, parse_body_records
 from agui_bridge.reattach.format import record_paths
 from agui_bridge.reattach.retention import sweep_records
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream, numbered_frames, parse_sse
-from tests.bridge_harness import new_thread_id, run_body, wait_for_task_state
+from tests.support.agui_checks import assert_valid_agui_stream, numbered_frames, parse_sse
+from tests.support.eventually import eventually
+from tests.support.harness import new_thread_id, run_body, wait_for_task_state
+from tests.support.sse import response_chunks
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "invocation-1"
@@ -61,7 +64,7 @@ def stitched(*parts: bytes) -> bytes:
 def read_until(response: Any, predicate: Any) -> bytes:
     """Read a streamed test response chunk by chunk until `predicate(events so far)` holds."""
     raw = b""
-    for chunk in response.response:
+    for chunk in response_chunks(response):
         raw += chunk
         if predicate(parse_sse(raw)):
             return raw
@@ -99,9 +102,10 @@ def test_the_record_is_private_and_holds_only_what_the_stream_showed(
     assert record.stat().st_mode & 0o777 == 0o600
     assert record.parent.stat().st_mode & 0o777 == 0o700
     content = record.read_bytes()
-    header, _, frames = content.partition(b"\n\n")
-    assert header.startswith(b": record ") and b"secret-ros-id" not in header  # the header keeps a digest only
-    assert frames == b"".join(frames_of(raw).values())
+    header = parse_body_records(content)[0]  # the record opens with a comment naming the run
+    assert isinstance(header, SseComment) and header.text.startswith(b"record ")
+    assert b"secret-ros-id" not in header.text  # the header keeps a digest only
+    assert content == b": " + header.text + b"\n\n" + b"".join(frames_of(raw).values())
 
 
 @pytest.mark.parametrize("language", ["en", "de", "ja"])
@@ -239,13 +243,12 @@ def test_without_a_reader_the_window_cancels_the_task_and_records_run_error_canc
     events = assert_valid_agui_stream(replay, expect_terminal="RUN_ERROR")
     assert events[-1]["code"] == "CANCELLED"
     assert events[-1]["message"] == translate("reattach_window_expired", "en")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+
+    def released_and_retired() -> None:
         state = ThreadStore(settings.state_dir).read(thread_id)
-        if state is not None and state.active_run is None:
-            break
-        time.sleep(0.05)
-    assert state is not None and state.active_run is None and state.execution.task_id is None
+        assert state is not None and state.active_run is None and state.execution.task_id is None
+
+    eventually(released_and_retired, timeout_s=5)
 
 
 def test_with_window_zero_a_disconnect_cancels_at_once_and_the_record_still_ends(
@@ -280,7 +283,7 @@ def test_two_readers_at_once_both_get_the_whole_stream(settings: Settings, works
     readers = [threading.Thread(target=read, args=(name,)) for name in ("tab", "phone")]
     for reader in readers:
         reader.start()
-    owner = head + b"".join(response.response)  # the original client keeps reading too
+    owner = head + b"".join(response_chunks(response))  # the original client keeps reading too
     for reader in readers:
         reader.join(30)
     whole = b"".join(frames_of(owner).values())
@@ -346,7 +349,7 @@ def test_a_follower_gets_heartbeats_while_the_run_is_quiet(settings: Settings, w
         target=lambda: got.append(reattach(app.test_client(), thread_id, body["runId"]).get_data())
     )
     reader.start()
-    rest = b"".join(owner.response)  # the owner's client drives the run (the test client has no server loop)
+    rest = b"".join(response_chunks(owner))  # the owner's client drives the run (the test client has no server loop)
     reader.join(30)
     follower = got[0]
     assert b": heartbeat\n\n" in follower

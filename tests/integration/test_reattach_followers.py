@@ -10,8 +10,9 @@ from flask.testing import FlaskClient
 
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
-from tests.agui_checks import parse_sse
-from tests.bridge_harness import new_thread_id, run_body
+from tests.support.agui_checks import parse_sse
+from tests.support.harness import new_thread_id, run_body
+from tests.support.sse import response_chunks
 
 EVENTS = "/extensions/iac-code/v1/threads/{}/runs/{}/events"
 ROS = "invocation-1"
@@ -23,7 +24,7 @@ def reattach(client: FlaskClient, thread_id: str, run_id: str) -> Any:
 
 def first_events(response: Any) -> bytes:
     raw = b""
-    for chunk in response.response:
+    for chunk in response_chunks(response):
         raw += chunk
         if parse_sse(raw):
             return raw
@@ -50,5 +51,5 @@ def test_followers_share_the_stream_cap_with_runs_and_give_their_place_back(
     again = reattach(app.test_client(), thread_id, body["runId"])
     assert again.status_code == 200  # the closed follower gave its place back
     again.close()
-    rest = b"".join(owner.response)
+    rest = b"".join(response_chunks(owner))
     assert b"RUN_FINISHED" in head + rest

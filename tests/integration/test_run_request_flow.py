@@ -20,7 +20,7 @@ from agui_bridge.config.settings import Settings
 from agui_bridge.i18n.language import translate
 from agui_bridge.store.owner import current_owner
 from agui_bridge.worker.hooks import worker_host
-from tests.bridge_harness import new_thread_id, run_body
+from tests.support.harness import new_thread_id, run_body
 
 
 def _drained(app: Flask) -> Flask:

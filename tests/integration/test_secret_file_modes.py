@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bridge_harness import REPO_ROOT, bridge_server
+from tests.support.harness import REPO_ROOT, bridge_server
 
 TOKEN = "mode-test-token-5d1e"
 

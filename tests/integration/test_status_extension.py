@@ -21,8 +21,9 @@ from agui_bridge.config.settings import Settings
 from agui_bridge.projection.interrupts import build_interrupt
 from agui_bridge.store.model import RunLease, format_rfc3339_ms
 from agui_bridge.store.store import ThreadStore
-from tests.agui_checks import assert_valid_agui_stream, parse_sse
-from tests.bridge_harness import custom, new_thread_id, run_body
+from tests.support.agui_checks import assert_valid_agui_stream, parse_sse
+from tests.support.harness import custom, new_thread_id, run_body
+from tests.support.sse import response_chunks
 
 STATUS = "/extensions/iac-code/v1/threads/{}/status"
 ROS = "invocation-1"
@@ -130,7 +131,7 @@ def test_a_live_run_is_active(client: FlaskClient, workspace: Path) -> None:
     response = client.post("/", json=run_body(thread_id, "slow [SLOW 20]", workspace), buffered=False)
     try:
         raw = b""
-        for chunk in response.response:
+        for chunk in response_chunks(response):
             raw += chunk
             if custom(parse_sse(raw), "iac-code.session.v1"):
                 break

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from agui_bridge.testing import AguiClient, EventStream, run_input
-from tests.bridge_harness import REPO_ROOT, new_thread_id, wait_for_task_state
+from agui_bridge.config.settings import Settings
+from agui_bridge.testing import AguiClient, EventStream, Upstream, run_input
+from tests.support.harness import REPO_ROOT, new_thread_id, wait_for_task_state
 
 SECTION = "## Testing your integration in-process"
 
@@ -47,7 +48,7 @@ def test_the_readme_example_passes_in_a_fresh_pytest(tmp_path: Path) -> None:
     assert re.search(r"\b1 passed\b", result.stdout), result.stdout[-2000:]
 
 
-def test_events_are_read_one_by_one_with_heartbeats(agui_settings, agui_workspace) -> None:  # type: ignore[no-untyped-def]
+def test_events_are_read_one_by_one_with_heartbeats(agui_settings: Settings, agui_workspace: Path) -> None:
     from agui_bridge.app import create_app
 
     client = AguiClient(create_app(agui_settings.replace(heartbeat_interval_s=0.2)))
@@ -63,7 +64,9 @@ def test_events_are_read_one_by_one_with_heartbeats(agui_settings, agui_workspac
     assert stream.next_event() is None
 
 
-def test_close_is_a_disconnect_that_cancels_the_task(agui_client: AguiClient, agui_workspace: Path, agui_a2a) -> None:  # type: ignore[no-untyped-def]
+def test_close_is_a_disconnect_that_cancels_the_task(
+    agui_client: AguiClient, agui_workspace: Path, agui_a2a: Upstream
+) -> None:
     with agui_client.run(run_input(new_thread_id(), "slow [SLOW 30]", agui_workspace)) as stream:
         task_id = stream.until("iac-code.session.v1")["value"]["taskId"]
     state = wait_for_task_state(agui_a2a.url, agui_a2a.token, task_id, "TASK_STATE_CANCELED")
@@ -117,9 +120,10 @@ def run_user_pytest(tmp_path: Path, *args: str, env: dict[str, str] | None = Non
     )
 
 
-def test_without_the_demo_agent_the_plugin_uses_the_given_url_or_skips(tmp_path: Path, agui_a2a) -> None:  # type: ignore[no-untyped-def]
+def test_without_the_demo_agent_the_plugin_uses_the_given_url_or_skips(tmp_path: Path, agui_a2a: Upstream) -> None:
     (tmp_path / "conftest.py").write_text(NO_DEMO_CONFTEST, encoding="utf-8")
     (tmp_path / "test_user.py").write_text(USER_TESTS, encoding="utf-8")
+    assert agui_a2a.token, "the project's tests run the demo agent with bearer auth on"
     token = {"IAC_CODE_AGUI_TEST_A2A_TOKEN": agui_a2a.token}
     by_option = run_user_pytest(tmp_path, "--agui-a2a-url", agui_a2a.url, env=token)
     assert by_option.returncode == 0 and "1 passed" in by_option.stdout, by_option.stdout[-2000:]

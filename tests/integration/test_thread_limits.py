@@ -12,7 +12,7 @@ from agui_bridge.config.options import add_arguments, resolve, worker_environmen
 from agui_bridge.config.settings import Settings
 from agui_bridge.testing import AguiClient, EventStream, run_input
 from agui_bridge.worker.runtime import GeventRuntime, ThreadRuntime
-from tests.bridge_harness import new_thread_id
+from tests.support.harness import new_thread_id
 
 
 def test_the_thread_cap_applies_only_to_the_thread_back_end() -> None:

@@ -22,11 +22,10 @@ from agui_bridge.runs.stream import StreamDeps
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import new_thread_id, run_body
-from tests.fakes import ScriptedA2A
-from tests.unit.test_guidance import admit, guidance_body, thread
-from tests.unit.test_resume_stream import event
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.fakes import ScriptedA2A
+from tests.support.harness import new_thread_id, run_body
+from tests.support.scripted_runs import admit, guidance_body, status, thread
 
 INCOMING = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -104,7 +103,7 @@ def test_guidance_streams_get_their_own_span(exporter: InMemorySpanExporter, tmp
     body = guidance_body(tmp_path)
     ticket = admit(store, body, tmp_path)
     scripted = ScriptedA2A()
-    scripted.streams["SendStreamingMessage"] = [[[event(context_id)]]]
+    scripted.streams["SendStreamingMessage"] = [[[status(context_id)]]]
     deps = StreamDeps(Settings(state_dir=tmp_path / "state"), store, scripted, ThreadRuntime())  # type: ignore[arg-type]
     with tracing.span("POST /"):
         stream = GuidanceStream(deps, ticket, parse_run_input(body), "en")

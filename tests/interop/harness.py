@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.bridge_harness import BridgeServer, bridge_server
-from tests.conftest_conformance import in_ci
+from tests.support.conformance import in_ci
+from tests.support.harness import BridgeServer, bridge_server
 
 INTEROP_DIR = Path(__file__).resolve().parent
 DRIVER = INTEROP_DIR / "drive.mjs"

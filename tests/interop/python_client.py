@@ -139,9 +139,9 @@ class History:
             if self._find(event.message_id) is None:
                 self.messages.append({"id": event.message_id, "role": "reasoning", "content": ""})
         elif kind == "REASONING_MESSAGE_CONTENT":
-            message = self._find(event.message_id)
-            if message is not None:
-                message["content"] += event.delta
+            reasoning = self._find(event.message_id)
+            if reasoning is not None:
+                reasoning["content"] += event.delta
 
 
 def cancel(url: str, token: str, thread_id: str, session: dict[str, Any]) -> int:
@@ -182,7 +182,8 @@ def one_run(url: str, token: str, request: RunAgentInput, history: History, *, c
     body = request.model_dump_json(by_alias=True, exclude_none=True)
     auth = {"Authorization": f"Bearer {token}"}
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **auth}
-    ros = request.forwarded_props["iacCode"]["rosInvocationId"]
+    assert request.forwarded_props is not None, "every scenario sends forwardedProps.iacCode"
+    ros: str = request.forwarded_props["iacCode"]["rosInvocationId"]
 
     def on_event(event: Any) -> None:
         if cancel_it and event.type == "CUSTOM" and event.name == "iac-code.session.v1":

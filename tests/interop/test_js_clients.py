@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.cutting_proxy import cutting_proxy
 from tests.interop.harness import BY_NAME, SCENARIOS, Bridge, Scenario, drive, interop_bridge, node_or_skip, run_outcome
+from tests.support.cutting_proxy import cutting_proxy
 
 pytestmark = pytest.mark.e2e
 

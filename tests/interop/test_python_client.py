@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.agui_checks import parse_sse
-from tests.cutting_proxy import cutting_proxy
 from tests.interop.harness import BY_NAME, SCENARIOS, Bridge, Scenario, interop_bridge
 from tests.interop.python_client import play
+from tests.support.agui_checks import parse_sse
+from tests.support.cutting_proxy import cutting_proxy
 
 pytestmark = pytest.mark.e2e
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bridge_harness import REPO_ROOT, bridge_server
-from tests.cutting_proxy import cutting_proxy
 from tests.interop.harness import NODE_MODULES, node_environment, node_or_skip
+from tests.support.cutting_proxy import cutting_proxy
+from tests.support.harness import REPO_ROOT, bridge_server
 
 pytestmark = pytest.mark.e2e
 

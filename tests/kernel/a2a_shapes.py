@@ -39,7 +39,8 @@ class Turn:
         for event in reversed(self.events):
             iac = (event.get("metadata") or {}).get("iac_code") or {}
             if "input" in iac:
-                return iac["input"]  # type: ignore[no-any-return]
+                result: dict[str, Any] = iac["input"]
+                return result
         raise AssertionError("no input in the turn")
 
 
@@ -52,7 +53,8 @@ class A2A:
 
     def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
-        return requests.post(self.url, json=body, headers=self.headers, timeout=60).json()  # type: ignore[no-any-return]
+        result: dict[str, Any] = requests.post(self.url, json=body, headers=self.headers, timeout=60).json()
+        return result
 
     def send(
         self,
@@ -80,8 +82,8 @@ class A2A:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 turn.error = response.json().get("error")
                 return turn
-            for message in iter_messages(response.iter_content(chunk_size=None)):
-                data = json.loads(message.data)
+            for record in iter_messages(response.iter_content(chunk_size=None)):
+                data = json.loads(record.data)
                 if "error" in data:
                     turn.error = data["error"]
                     break
@@ -127,8 +129,8 @@ class A2A:
                        "metadata": {"iac_code": {"cwd": cwd}}}  # fmt: skip
             body = {"jsonrpc": "2.0", "id": "1", "method": "SendStreamingMessage", "params": {"message": message}}
             with requests.post(self.url, json=body, headers=self.headers, stream=True, timeout=60) as response:
-                for message in iter_messages(response.iter_content(chunk_size=None)):
-                    result = json.loads(message.data)["result"]
+                for record in iter_messages(response.iter_content(chunk_size=None)):
+                    result = json.loads(record.data)["result"]
                     (kind,) = result
                     turn.events.append({"kind": kind, **result[kind]})
                     if len(turn.events) >= after_events:
@@ -146,8 +148,8 @@ class A2A:
 
 
 def state_of(event: dict[str, Any]) -> str | None:
-    status = event.get("status") or {}
-    return status.get("state")  # type: ignore[no-any-return]
+    status: dict[str, str] = event.get("status") or {}
+    return status.get("state")
 
 
 def part_kinds(event: dict[str, Any]) -> list[str]:

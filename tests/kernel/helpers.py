@@ -11,9 +11,9 @@ from typing import Any
 import requests
 
 from agui_bridge.store.keys import thread_file_stem
-from tests.agui_checks import event_types
-from tests.bridge_harness import BridgeServer, new_thread_id, run_body
 from tests.kernel.kernel_harness import Kernel
+from tests.support.agui_checks import event_types
+from tests.support.harness import BridgeServer, new_thread_id, run_body
 
 ROS = "invocation-1"
 
@@ -55,7 +55,8 @@ def text_of(events: list[dict[str, Any]]) -> str:
 
 def document(server: BridgeServer, thread_id: str) -> dict[str, Any]:
     path = server.state_dir / "threads" / f"{thread_file_stem(thread_id)}.json"
-    return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return result
 
 
 def get_task(kernel: Kernel, task_id: str) -> dict[str, Any]:
@@ -65,7 +66,8 @@ def get_task(kernel: Kernel, task_id: str) -> dict[str, Any]:
         headers={"A2A-Version": "1.0", "Authorization": f"Bearer {kernel.token}"},
         timeout=10,
     )
-    return response.json()["result"]  # type: ignore[no-any-return]
+    result: dict[str, Any] = response.json()["result"]
+    return result
 
 
 def wait_task_state(kernel: Kernel, task_id: str, state: str, timeout_s: float = 15.0) -> str:

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from tests.bridge_harness import BridgeServer, bridge_server
 from tests.interop.harness import Scenario, drive, node_or_skip, run_outcome
 from tests.interop.python_client import play
 from tests.kernel.helpers import workspace
 from tests.kernel.kernel_harness import Kernel
+from tests.support.harness import BridgeServer, bridge_server
 
 SCENARIOS = (
     Scenario("reasoning", "[REASON] think it through", ("success",)),

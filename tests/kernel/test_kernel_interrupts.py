@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 import requests
 
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import BridgeServer, StreamReader, bridge_server, custom, new_thread_id, run_body
 from tests.kernel import fake_llm
 from tests.kernel.helpers import (
     ROS,
@@ -32,6 +30,8 @@ from tests.kernel.helpers import (
     workspace,
 )
 from tests.kernel.kernel_harness import Kernel
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import BridgeServer, StreamReader, bridge_server, custom, new_thread_id, run_body
 
 TTL_S = 2
 
@@ -64,7 +64,8 @@ def cancel(server: BridgeServer, execution_id: str, thread_id: str, ros: str = R
         timeout=30,
     )
     assert response.status_code == 200, response.text
-    return response.json()  # type: ignore[no-any-return]
+    result: dict[str, Any] = response.json()
+    return result
 
 
 def test_expired_interrupt_then_resume_is_execution_expired(short_ttl: BridgeServer, kernel: Kernel, ws: Path) -> None:
@@ -103,7 +104,8 @@ def test_expired_interrupt_then_a_new_run_without_resume_succeeds(
 
 
 def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
-    return custom(events, "iac-code.session.v1")[0]["value"]  # type: ignore[no-any-return]
+    result: dict[str, Any] = custom(events, "iac-code.session.v1")[0]["value"]
+    return result
 
 
 def has_session(events: list[dict[str, Any]]) -> bool:

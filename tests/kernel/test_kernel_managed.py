@@ -12,13 +12,12 @@ import signal
 import time
 from pathlib import Path
 
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import BridgeServer, custom
-from tests.e2e.test_managed_child import gone, process_environment
-from tests.e2e.test_readme_and_managed import readme_example_body
 from tests.kernel import fake_llm
 from tests.kernel.helpers import text_of
 from tests.kernel.kernel_harness import kernel_environment
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import BridgeServer, custom, readme_example_body
+from tests.support.processes import gone, process_environment
 
 
 def kernel_child(server: BridgeServer) -> int | None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import BridgeServer, bridge_server, new_thread_id, run_body
 from tests.kernel.helpers import answer, resume_body, workspace
 from tests.kernel.kernel_harness import Kernel
-from tests.state_checks import Secrets, assert_documented_document, assert_state_clean, leaks
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import BridgeServer, bridge_server, new_thread_id, run_body
+from tests.support.state_checks import Secrets, assert_documented_document, assert_state_clean, leaks
 
 
 def run(server: BridgeServer, body: dict[str, Any], bearer: str, expect: str) -> list[dict[str, Any]]:

@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.agui_checks import assert_valid_agui_stream, event_types
-from tests.bridge_harness import BridgeServer, bridge_server, custom, new_thread_id, run_body
 from tests.kernel import fake_llm
 from tests.kernel.helpers import (
     ROS,
@@ -29,6 +27,8 @@ from tests.kernel.helpers import (
     workspace,
 )
 from tests.kernel.kernel_harness import Kernel
+from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.harness import BridgeServer, bridge_server, custom, new_thread_id, run_body
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 
 from agui_bridge.a2a.port import A2APort, UpstreamStream
 from agui_bridge.kernel.client import A2AClient, A2AStream
-from tests.fakes import ScriptedA2A, ScriptedStream, streaming_a2a
+from tests.support.fakes import ScriptedA2A, ScriptedStream, streaming_a2a
 
 
 def _members(protocol: type) -> list[str]:

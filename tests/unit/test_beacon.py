@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from agui_bridge.errors import ThreadBusy
-from agui_bridge.runs.admission import admit_run
+from agui_bridge.runs.admission import RunTicket, admit_run
 from agui_bridge.store import model
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.beacon import Beacons, beacon_fresh_ms
-from tests.bridge_harness import run_body
+from tests.support.harness import run_body
 
 OTHER = "other-host.invalid:4242:999"  # another host: its pid cannot be checked, only its beacon
 NOW = 1_800_000_000_000
@@ -71,7 +71,7 @@ def test_admission_uses_the_beacon_after_the_grace_period(
         beacons.publish(OTHER, beacon_runs, now)
     run = parse_run_input(run_body("thread-1", "hi", tmp_path))
 
-    def admit() -> object:
+    def admit() -> RunTicket:
         return admit_run(
             store, run, cwd=str(tmp_path), digest="d", owner="me:1:1", now_ms=now, lease_ttl_ms=20_000,
             is_alive=lambda owner: True,

@@ -21,8 +21,8 @@ from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import assert_valid_agui_stream
-from tests.bridge_harness import run_body
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.harness import run_body
 
 TASK = "task-new"
 CANCEL_S = 0.3

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+
+import pytest
 
 from agui_bridge.config import load_settings
 from agui_bridge.config.options import describe, resolve, worker_connections_for
@@ -37,14 +40,29 @@ def test_config_show_names_the_derived_value() -> None:
     assert row["value"] == "228 (from max_active_runs)" and row["source"] == "default"
 
 
+def test_a_worker_needs_two_open_files_per_stream_plus_its_own() -> None:
+    spare = open_files_needed(0)
+    assert spare > 0  # the listening socket, logs, the state files
+    for connections in (1, 800, 5500):
+        assert open_files_needed(connections) == 2 * connections + spare  # the client's and the kernel's socket
+
+
 def test_open_files_limit_is_raised_toward_what_a_full_worker_needs() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert open_files_needed(5500) == 11256
-    assert raise_open_files_limit(min(soft, 64)) == 0  # already enough: untouched
-    assert resource.getrlimit(resource.RLIMIT_NOFILE) == (soft, hard)
-    wanted = soft + 16 if hard == resource.RLIM_INFINITY else min(soft + 16, hard)
+    # A soft limit below what is asked (lowering it is always allowed), restored below; well above the
+    # files open now, so that no other thread of the process runs out meanwhile.
+    low = len(os.listdir("/proc/self/fd")) + 512
+    if soft == resource.RLIM_INFINITY or (hard != resource.RLIM_INFINITY and hard < low + 16):
+        pytest.skip(f"open files limits ({soft}, {hard}) leave no room to raise the soft one")
     try:
-        left = raise_open_files_limit(wanted)
-        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= min(wanted, hard) or left
+        resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
+        assert raise_open_files_limit(low - 1) == 0  # already enough: untouched
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (low, hard)
+        assert raise_open_files_limit(low + 16) == 0  # within the hard limit: raised to exactly what is needed
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (low + 16, hard)
+        if hard != resource.RLIM_INFINITY:
+            # More than the hard limit allows: raised as far as it goes, and the limit left is reported.
+            assert raise_open_files_limit(hard + 1) == hard
+            assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 import io
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import requests
 
 from agui_bridge.chat import client as chat
+from agui_bridge.chat.attach import RunFollower
 from agui_bridge.chat.client import ChatUsageError, answer_payload, expires_in, options_from_args, question_for
+from agui_bridge.chat.output import escape_terminal
 from agui_bridge.cli import main
 from agui_bridge.cli.command import build_parser
 from agui_bridge.projection.interrupts import build_interrupt
@@ -171,7 +175,7 @@ def test_printer_uses_ansi_only_when_asked() -> None:
     ],
 )
 def test_escape_terminal_keeps_text_and_layout_and_shows_control_characters(text: str, shown: str) -> None:
-    assert chat.escape_terminal(text) == shown
+    assert escape_terminal(text) == shown
 
 
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\x9b31m"
@@ -231,11 +235,11 @@ def test_json_mode_prints_the_event_json_unchanged() -> None:
     assert first == json.dumps(event, ensure_ascii=False, separators=(",", ":"))
 
 
-class ListFollower:
-    """Stands in for RunFollower in `_consume`: the events of a run, already decoded."""
+class ListFollower(RunFollower):
+    """Stands in for RunFollower in `_consume`: the events of a run, already decoded, no HTTP."""
 
     def __init__(self, events: list[dict[str, Any]]) -> None:
         self.events = events
 
-    def follow(self, _first: object) -> Any:
+    def follow(self, first: requests.Response | None) -> Iterator[dict[str, Any]]:
         return iter(self.events)

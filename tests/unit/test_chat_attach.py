@@ -105,7 +105,8 @@ class FakeBridge(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         header = None if plan.query_only else self.headers.get("Ros-Invocation-Id")
-        ros = header or (query.get("rosInvocationId") or [None])[0]
+        queried: list[str | None] = [*query.get("rosInvocationId", []), None]
+        ros = header or queried[0]
         plan.gets.append(
             {
                 "path": url.path,
@@ -233,7 +234,8 @@ def test_attach_follows_a_run_started_elsewhere_from_its_first_event(bridge: tup
     code, out, err = chat(url, "--json", "--attach", f"{THREAD}/run-elsewhere")
     assert code == 0, err
     assert json_lines(out) == run_events("run-elsewhere")
-    assert plan.gets[0]["last"] is None and plan.gets[0]["path"].endswith("/runs/run-elsewhere/events")
+    path = plan.gets[0]["path"]
+    assert plan.gets[0]["last"] is None and path is not None and path.endswith("/runs/run-elsewhere/events")
 
 
 def test_a_cancelled_run_seen_after_a_reattach_keeps_exit_status_3(bridge: tuple[str, Plan]) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from agui_bridge.demo import scenarios as sc
 from agui_bridge.demo.executor import PIPELINE_EXTENSION_URI, PipelineRun
-from tests.emitted_streams import drive
+from tests.support.emitted_streams import drive
 
 
 def envelopes(steps: list[sc.Step]) -> list[sc.PipelineEvent]:

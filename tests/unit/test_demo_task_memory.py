@@ -33,7 +33,7 @@ class _Queue:
 
 
 def _state(event: object) -> object:
-    return event.status.state if hasattr(event, "status") else None  # type: ignore[attr-defined]
+    return event.status.state if hasattr(event, "status") else None
 
 
 async def _turn(executor: DemoAgentExecutor, task_id: str, text: str) -> _Queue:

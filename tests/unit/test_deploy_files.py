@@ -6,6 +6,7 @@ properties that keep streams alive and shutdowns clean, and fail when the code a
 
 from __future__ import annotations
 
+import configparser
 import inspect
 import json
 import os
@@ -215,10 +216,67 @@ def test_dockerfile_copies_only_files_that_exist_and_the_ignore_file_lets_throug
             assert source.rstrip("/") in allowed, f"COPY {source}: excluded by deploy/Dockerfile.dockerignore"
 
 
-def test_dockerfile_installs_the_pinned_requirements_and_the_project(dockerfile: list[tuple[str, str]]) -> None:
-    runs = " ".join(args for keyword, args in dockerfile if keyword == "RUN")
-    # The default upstream is the managed demo agent, so the image carries the `demo` extra and its pins.
-    assert "pip install --no-cache-dir -r requirements-demo.txt '.[demo]'" in runs
+def pip_installs(run_arguments: str) -> list[list[str]]:
+    """The arguments of each `pip install` in a RUN instruction's shell command (split on && and ;)."""
+    installs: list[list[str]] = []
+    command: list[str] = []
+    for word in [*shlex.split(run_arguments), "&&"]:
+        if word not in ("&&", ";"):
+            command.append(word)
+            continue
+        if len(command) > 2 and Path(command[0]).name.startswith("pip") and command[1] == "install":
+            installs.append(command[2:])
+        command = []
+    return installs
+
+
+def requirement_lines(path: Path) -> list[str]:
+    """The requirement specifiers of a requirements file, following its `-r` includes."""
+    lines: list[str] = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("-r "):
+            lines += requirement_lines(path.parent / line[3:].strip())
+        elif line:
+            lines.append(line)
+    return lines
+
+
+def requirement_name(specifier: str) -> str:
+    return re.split(r"[\[=<>!~; ]", specifier, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_dockerfile_installs_the_project_with_its_demo_extra_under_pinned_requirements(
+    dockerfile: list[tuple[str, str]],
+) -> None:
+    """The image installs `.[demo]` (the default upstream is the managed demo agent) together with a
+    requirements file that pins every dependency the project and the extra declare, copied in before."""
+    build = dockerfile[: [i for i, (keyword, _) in enumerate(dockerfile) if keyword == "FROM"][-1]]
+    project = [
+        (index, args)
+        for index, (keyword, run) in enumerate(build)
+        if keyword == "RUN"
+        for args in pip_installs(run)
+        if ".[demo]" in args
+    ]
+    assert project, "the build stage never installs the project with its demo extra"
+    index, args = project[-1]
+    requirement_files = [args[i + 1] for i, word in enumerate(args[:-1]) if word == "-r"]
+    assert requirement_files, f"pip install {' '.join(args)} is not constrained by a requirements file"
+    copied = {word for keyword, copy in build[:index] if keyword == "COPY" for word in copy.split()[:-1]}
+    pins: dict[str, str] = {}
+    for name in requirement_files:
+        assert name in copied, f"{name} is not copied into the build stage before it is installed"
+        for specifier in requirement_lines(ROOT / name):
+            assert "==" in specifier, f"{name}: {specifier} is not pinned"
+            pins[requirement_name(specifier)] = specifier
+    declared = configparser.ConfigParser()
+    declared.read(ROOT / "setup.cfg", encoding="utf-8")
+    needed = declared["options"]["install_requires"].split("\n") + declared["options.extras_require"]["demo"].split(
+        "\n"
+    )
+    missing = [spec for spec in needed if spec.strip() and requirement_name(spec.strip()) not in pins]
+    assert missing == [], "declared dependencies without a pin in the image"
 
 
 # ---------------------------------------------------------------- systemd unit

@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -82,7 +83,7 @@ def test_an_unwritable_state_dir_fails(private_dir: Path, monkeypatch: pytest.Mo
     def refuse(*_args: Any, **_kwargs: Any) -> Any:
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-    monkeypatch.setattr(doctor.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
     check = by_name(check_state_dir(private_dir))["state-writable"]
     assert not check.ok and "Read-only file system" in check.detail
 

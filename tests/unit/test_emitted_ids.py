@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agui_bridge.config import limits
 from agui_bridge.protocol.ids import MAX_EMITTED_ID_CHARS, emitted_id
 from agui_bridge.validation.run_input import parse_run_input
-from tests.emitted_streams import demo_pipeline_payloads, history, lengthen, project, transcript_payloads
+from tests.support.emitted_streams import demo_pipeline_payloads, history, lengthen, project, transcript_payloads
 
 TRANSCRIPTS = (
     "iac-a-text.sse",

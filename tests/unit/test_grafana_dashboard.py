@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.bridge_harness import REPO_ROOT
+from tests.support.harness import REPO_ROOT
 
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "agui-bridge.json"
 

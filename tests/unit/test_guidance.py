@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,45 +16,15 @@ from agui_bridge.errors import (
     ResumeRequired,
     ThreadBindingConflict,
 )
-from agui_bridge.runs.admission import admit_guidance
 from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.guidance import GuidanceStream
-from agui_bridge.store import model
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import assert_valid_agui_stream, event_types
-from tests.bridge_harness import run_body
-from tests.fakes import ScriptedA2A
-from tests.unit.test_resume_stream import event
-
-THREAD, TASK = "thread-1", "task-1"
-
-
-def thread(
-    store: ThreadStore, cwd: Path, *, task: str | None = TASK, pending: bool = False, leased: bool = True
-) -> str:
-    state = model.new_thread(THREAD, str(cwd), None, "invocation-1", "exec-1")
-    state.execution.task_id = task
-    if pending:
-        value = {"inputId": "p1", "kind": "permission"}
-        state.execution.pending["p1"] = model.PendingInterrupt(value, True, 10**13)
-    if leased:  # another run is streaming the Pipeline right now
-        state.active_run = model.RunLease("run-main", "exec-1", "host:1:1", 10**13)
-    with store.transaction(THREAD) as txn:
-        txn.commit(state)
-    return state.context_id
-
-
-def guidance_body(cwd: Path, text: str = "also add a NAT gateway", **props: Any) -> dict[str, Any]:
-    props.setdefault("runMode", "pipeline")
-    return run_body(THREAD, text, cwd, activeGuidance=True, **props)
-
-
-def admit(store: ThreadStore, body: dict[str, Any], cwd: Path) -> Any:
-    return admit_guidance(
-        store, parse_run_input(body), cwd=str(cwd), digest=body["runId"], now_ms=int(time.time() * 1000)
-    )
+from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.fakes import ScriptedA2A
+from tests.support.runtimes import SettlingRuntime
+from tests.support.scripted_runs import TASK, THREAD, admit, guidance_body, status, thread
 
 
 @pytest.mark.parametrize(
@@ -104,7 +73,8 @@ def run_guidance(tmp_path: Path, reply: Any) -> tuple[list[dict[str, Any]], Scri
     client = ScriptedA2A()
     client.streams["SendStreamingMessage"] = [reply(context_id) if callable(reply) else reply]
     settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
-    deps = StreamDeps(settings, store, client, ThreadRuntime())  # type: ignore[arg-type]
+    runtime = SettlingRuntime()
+    deps = StreamDeps(settings, store, client, runtime)  # type: ignore[arg-type]
     stream = GuidanceStream(deps, ticket, parse_run_input(body), "en")
     try:
         raw = b"".join(stream)
@@ -115,7 +85,7 @@ def run_guidance(tmp_path: Path, reply: Any) -> tuple[list[dict[str, Any]], Scri
     assert message["messageId"] == body["messages"][-1]["id"] and message["parts"] == [
         {"text": "also add a NAT gateway"}
     ]
-    time.sleep(0.05)
+    runtime.settle()  # everything the stream did off the caller's thread has finished
     assert "CancelTask" not in client.methods()  # guidance never cancels the task it talks to
     state = store.read(THREAD)
     assert state is not None and state.execution.task_id == TASK and state.active_run is not None
@@ -123,7 +93,7 @@ def run_guidance(tmp_path: Path, reply: Any) -> tuple[list[dict[str, Any]], Scri
 
 
 def test_guidance_validates_and_shows_nothing(tmp_path: Path) -> None:
-    events, _ = run_guidance(tmp_path, lambda ctx: [[event(ctx, text="guidance noted")], [event(ctx)]])
+    events, _ = run_guidance(tmp_path, lambda ctx: [[status(ctx, text="guidance noted")], [status(ctx)]])
     assert event_types(events) == ["RUN_STARTED", "RUN_FINISHED"]
     assert events[-1]["outcome"] == {"type": "success"} and "usage" not in events[-1]
 
@@ -131,10 +101,10 @@ def test_guidance_validates_and_shows_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("reply", "code"),
     [
-        (lambda ctx: [[event(ctx, "TASK_STATE_FAILED")]], "A2A_EXECUTION_FAILED"),
-        (lambda ctx: [[event(ctx, "TASK_STATE_REJECTED")]], "A2A_EXECUTION_FAILED"),
-        (lambda ctx: [[event(ctx, "TASK_STATE_CANCELED")]], "CANCELLED"),
-        (lambda ctx: [[event("another-context")]], "A2A_PROTOCOL_ERROR"),
+        (lambda ctx: [[status(ctx, "TASK_STATE_FAILED")]], "A2A_EXECUTION_FAILED"),
+        (lambda ctx: [[status(ctx, "TASK_STATE_REJECTED")]], "A2A_EXECUTION_FAILED"),
+        (lambda ctx: [[status(ctx, "TASK_STATE_CANCELED")]], "CANCELLED"),
+        (lambda ctx: [[status("another-context")]], "A2A_PROTOCOL_ERROR"),
         (A2ARpcError(-32602, "nope"), "A2A_UNAVAILABLE"),
         (A2ARpcError(-32603, "x", {"code": "SESSION_BACKUP_NOT_READY"}), "SESSION_BACKUP_NOT_READY"),
     ],
@@ -147,7 +117,7 @@ def test_guidance_errors(tmp_path: Path, reply: Any, code: str) -> None:
 def test_shutdown_ends_guidance_with_run_error_and_leaves_the_task_alone(tmp_path: Path) -> None:
     import threading
 
-    from tests.fakes import ScriptedStream
+    from tests.support.fakes import ScriptedStream
 
     store = ThreadStore(tmp_path / "state")
     thread(store, tmp_path)

@@ -31,10 +31,10 @@ from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.beacon import Beacons
 from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import parse_sse
-from tests.bridge_harness import run_body
-from tests.fakes import ScriptedA2A, streaming_a2a
-from tests.unit.test_run_stream import status
+from tests.support.agui_checks import parse_sse
+from tests.support.fakes import ScriptedA2A, streaming_a2a
+from tests.support.harness import run_body
+from tests.support.scripted_runs import status
 
 OTHER = "other-host.invalid:4242:999"  # another host: only its beacon can say whether it streams
 NOW = 1_800_000_000_000
@@ -310,7 +310,7 @@ def test_the_end_of_a_guidance_request_leaves_other_runs_registered(tmp_path: Pa
     PROCESS_RUNS.add(key, live)
     try:
         service._active = 1
-        service._on_run_end(Guidance(), "success")
+        service._on_run_end(Guidance(), Outcome.SUCCESS)
         assert PROCESS_RUNS.holds(key)
         assert service.holds_run(service.owner, key) and not service.holds_run(service.owner, "run-1")
     finally:

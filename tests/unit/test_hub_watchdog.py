@@ -13,7 +13,7 @@ import pytest
 from agui_bridge.config import ConfigError, load_settings
 from agui_bridge.worker.hooks import gunicorn_settings
 from agui_bridge.worker.hub_watchdog import BlockAccounting, BlockReport, blocked_stack, logged_reports
-from tests.hub_guard import HubGuard, run_patched
+from tests.support.hub_guard import HubGuard, run_patched
 
 REPO = Path(__file__).resolve().parents[2]
 GREENLET_A, GREENLET_B = object(), object()

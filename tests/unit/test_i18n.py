@@ -234,7 +234,7 @@ def test_translate(key: str, language: str, params: dict[str, str], expected: st
 
 def test_unknown_key_falls_back_and_is_reported(unknown_message_keys: list[str]) -> None:
     """The same in tests and at run time: the localised internal error, and an error log naming the key
-    (which the `tests.message_key_check` plugin turns into a failure unless the test expects it)."""
+    (which the `tests.support.message_key_check` plugin turns into a failure unless the test expects it)."""
     assert translate("no_such_key", "ja") == CATALOG["ja"]["internal_error"]
     assert unknown_message_keys == ["no_such_key"]
     unknown_message_keys.clear()

@@ -17,9 +17,10 @@ from agui_bridge.runs.turn import shows_nothing
 from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
-from tests.agui_checks import assert_valid_agui_stream, event_types
-from tests.bridge_harness import run_body
-from tests.unit.test_run_stream import SESSION, TASK, collect, make_stream, status
+from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.eventually import eventually
+from tests.support.harness import run_body
+from tests.support.scripted_runs import SESSION, TASK, collect, make_stream, status
 
 
 def task_snapshot(context_id: str) -> A2AEvent:
@@ -87,10 +88,11 @@ def test_a_failed_deferred_write_fails_closed_before_anything_that_follows_is_sh
     assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"]
     assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
     assert events[-1]["message"] == "The execution mapping could not be committed."  # task_mapping_failed
-    deadline = time.monotonic() + 5
-    while not client.cancelled and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.cancelled == [TASK]  # the ticket knew the task although its write failed
+
+    def task_cancelled() -> None:
+        assert client.cancelled == [TASK]  # the ticket knew the task although its write failed
+
+    eventually(task_cancelled, timeout_s=5)
     state = store.read("thread-1")
     assert state is not None and state.session_id is None and state.active_run is None
 

@@ -107,7 +107,12 @@ def test_context_ids_reach_records_and_greenlet_copies_but_not_the_next_request(
     assert copied.run_id == "r1"  # type: ignore[attr-defined]
     assert later.request_id == "req-2" and not hasattr(later, "run_id")  # type: ignore[attr-defined]
     explicit = _record("w", run_id="own")
-    contextvars.Context().run(lambda: (bind_log_context(run_id="ctx"), ContextFilter().filter(explicit)))
+
+    def bind_then_filter() -> None:
+        bind_log_context(run_id="ctx")
+        ContextFilter().filter(explicit)
+
+    contextvars.Context().run(bind_then_filter)
     assert explicit.run_id == "own"  # type: ignore[attr-defined]
 
 

@@ -15,13 +15,15 @@ from agui_bridge.projection.pipeline import (
     step_of,
 )
 from agui_bridge.projection.projector import RunProjector
-from tests.agui_checks import event_types
-from tests.emitted_streams import demo_pipeline_payloads, project
+from tests.support.agui_checks import event_types
+from tests.support.emitted_streams import demo_pipeline_payloads, project
 
 THREAD = "thread-1"
 
 
-def envelope(event_type: str, sequence: int | float | None = None, event_id: str | None = None, **fields: Any) -> dict:  # type: ignore[type-arg]
+def envelope(
+    event_type: str, sequence: int | float | None = None, event_id: str | None = None, **fields: Any
+) -> dict[str, Any]:
     env: dict[str, Any] = {"schemaVersion": 1, "eventType": event_type, "pipelineRunId": "prun-1", **fields}
     if sequence is not None:
         env["sequence"] = sequence
@@ -37,8 +39,8 @@ def mapper(durable: list[str] | None = None, sequence: int = 0) -> tuple[Pipelin
     return pipeline, projector
 
 
-def live(pipeline: PipelineMapper, *envelopes: dict) -> list[dict]:  # type: ignore[type-arg]
-    out: list[dict] = []  # type: ignore[type-arg]
+def live(pipeline: PipelineMapper, *envelopes: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for env in envelopes:
         out.extend(pipeline.live({"pipeline": env}))
     return out
@@ -220,7 +222,7 @@ def test_every_demo_pipeline_tool_call_names_the_message_of_the_candidate_that_c
         assert text[start["parentMessageId"]].startswith(f"Drafting {candidate['name']}: ")
 
 
-def spans(out: list[dict]) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+def spans(out: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """(type, id) of every span boundary: message ids, or step names."""
     kept = {"TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "REASONING_START", "REASONING_END"}
     kept |= {"STEP_STARTED", "STEP_FINISHED"}
@@ -351,7 +353,7 @@ REQUIREMENTS_TEXT = "pipeline-message:pipeline-thread-1:step:step-requirements-1
         ),
     ],
 )
-def test_a_steps_messages_end_with_the_step(envelopes: list[dict], expected: list[tuple[str, str]]) -> None:  # type: ignore[type-arg]
+def test_a_steps_messages_end_with_the_step(envelopes: list[dict[str, Any]], expected: list[tuple[str, str]]) -> None:
     pipeline, _ = mapper()
     assert spans(live(pipeline, *envelopes)) == expected
 

@@ -8,7 +8,7 @@ import pytest
 
 from agui_bridge.a2a.signals import A2AEvent, unwrap
 from agui_bridge.projection.projector import RunProjector, _digest
-from tests.golden import transcript_events
+from tests.support.golden import transcript_events
 
 
 def project_all(events: list[A2AEvent], run_id: str = "run-1", digests: set[str] | None = None) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from agui_bridge.reattach.follow import follow, open_reattach
 from agui_bridge.reattach.format import MAX_HEADER_BYTES, TRUNCATED_FRAME, RecordHead, record_paths
 from agui_bridge.reattach.reader import CHUNK_BYTES, RecordReader, find_frame_after, probe_head, scan_tail
 from agui_bridge.worker.runtime import ThreadRuntime
-from tests.synthetic_record import text_frame, write_synthetic_record
+from tests.support.synthetic_record import text_frame, write_synthetic_record
 
 ROS = "ros-1"
 BIG = 8 << 20

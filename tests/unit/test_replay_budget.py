@@ -138,7 +138,12 @@ def test_recording_stops_below_the_free_space_reserve(tmp_path: Path, monkeypatc
 
 def test_the_free_space_is_looked_up_per_scan_not_per_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     looked_up: list[Path] = []
-    monkeypatch.setattr(replay_retention, "_free_bytes", lambda directory: looked_up.append(directory) or 1 << 40)
+
+    def free_bytes(directory: Path) -> int:
+        looked_up.append(directory)
+        return 1 << 40
+
+    monkeypatch.setattr(replay_retention, "_free_bytes", free_bytes)
     budget = synchronous_budget(tmp_path, budget_bytes=1 << 30, min_free_bytes=1 << 20, owner_alive=_live_only)
     record, shown = record_run(tmp_path, "r", text_bytes=1024 * KIB, budget=budget)
     assert shown.count(b"TEXT_MESSAGE_CONTENT") == 64 and record.path.read_bytes().endswith(b"\n\n")

@@ -17,7 +17,7 @@ from agui_bridge.errors import InvalidInput, ReplayCursorOutOfRange, ReplayExpir
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.sse import encode_event, encode_numbered
 from agui_bridge.reattach.follow import open_reattach, parse_cursor, stream_backlog
-from agui_bridge.reattach.format import TRUNCATED_FRAME, RecordHead, record_paths, ros_digest
+from agui_bridge.reattach.format import TRUNCATED_FRAME, RecordHead, ensure_replay_dir, record_paths, ros_digest
 from agui_bridge.reattach.reader import (
     CHUNK_BYTES,
     ReaderMarker,
@@ -34,7 +34,7 @@ from agui_bridge.runs.observer import NULL_OBSERVER
 from agui_bridge.runs.retention import prune
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.worker.beacon import Beacons
-from tests.agui_checks import numbered_frames
+from tests.support.agui_checks import numbered_frames
 
 OWNER = "host:1:1"
 
@@ -250,7 +250,7 @@ def test_the_record_directory_is_made_only_when_missing(tmp_path: Path, monkeypa
     import agui_bridge.reattach.record as replay_mod
 
     made: list[Path] = []
-    original = replay_mod.ensure_replay_dir
+    original = ensure_replay_dir
 
     def counting(state_dir: Path) -> Path:
         made.append(state_dir)

@@ -13,7 +13,6 @@ import pytest
 
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.sse import encode_numbered
-from agui_bridge.reattach import retention as replay_retention
 from agui_bridge.reattach.format import (
     MAX_HEADER_BYTES,
     TRUNCATED_FRAME,
@@ -25,7 +24,7 @@ from agui_bridge.reattach.format import (
 from agui_bridge.reattach.reader import RecordReader
 from agui_bridge.reattach.retention import SWEEP_LOCK, sweep_records
 from agui_bridge.reattach.status import TAIL_BYTES, read_status
-from tests.hub_guard import run_patched
+from tests.support.hub_guard import run_patched
 
 OWNER = "other-host.invalid:1:1"
 
@@ -167,4 +166,4 @@ def test_the_record_sweep_runs_off_the_hub(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"expired": 1, "threads": [True]}
-    assert not list(replay_retention.replay_dir(tmp_path).glob("*.sse"))
+    assert not list(replay_dir(tmp_path).glob("*.sse"))

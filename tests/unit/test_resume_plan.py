@@ -172,24 +172,26 @@ def test_plan_sends() -> None:
     perm = plan.prepare([(answer("p1", payload={"decision": "allow_once"}), entry(PERM))])
     side = plan.prepare([(answer("p1", payload={"decision": "deny"}), entry(PERM, sideband=True))])
     question = plan.prepare([(answer("q1", payload={"freeText": "medium"}), entry(QUESTION))])
-    ids = {"run_id": "r1", "task_id": "task-1", "context_id": "ctx", "metadata": {"cwd": "/w"}}
-    streamed = plan.plan_sends(perm, **ids)
+    plan_ids = {"run_id": "r1", "task_id": "task-1", "context_id": "ctx"}
+    metadata = {"cwd": "/w"}
+    streamed = plan.plan_sends(perm, **plan_ids, metadata=metadata)
     assert [(s.unary, s.params["message"]["messageId"]) for s in streamed.sends] == [(False, "agui-resume-r1-p1")]
     assert streamed.follow_task
-    unary = plan.plan_sends(side, **ids)
+    unary = plan.plan_sends(side, **plan_ids, metadata=metadata)
     assert [(s.unary, s.params["message"]["messageId"]) for s in unary.sends] == [(True, "agui-resume-p1")]
-    mixed = plan.plan_sends(side + question, **ids)
+    mixed = plan.plan_sends(side + question, **plan_ids, metadata=metadata)
     assert [(s.unary, s.interrupt_ids) for s in mixed.sends] == [(False, ("p1",)), (False, ("q1",))]
     assert mixed.sends[-1].params["message"]["parts"] == [{"text": "medium"}] and not mixed.follow_task
 
 
 def test_a_long_kernel_input_id_is_announced_bounded_and_answered_with_the_kernels_own() -> None:
     kernel_id = "perm/" + "x" * 300
-    value = {**PERM, "inputId": kernel_id, "toolUseId": "tool/" + "y" * 300}
+    tool_use_id = "tool/" + "y" * 300
+    value = {**PERM, "inputId": kernel_id, "toolUseId": tool_use_id}
     (found,) = collect_inputs({"input": value})
     announced = build_interrupt(found.value, "x")
     assert found.input_id == announced["id"] == emitted_id(kernel_id) != kernel_id
-    assert announced["toolCallId"] == emitted_id(value["toolUseId"])
+    assert announced["toolCallId"] == emitted_id(tool_use_id)
     chosen = plan.select(
         plan.Reconciled({found.input_id: entry(found.value)}, frozenset(), False),
         [answer(announced["id"], payload={"decision": "allow_once"})],

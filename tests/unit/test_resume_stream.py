@@ -22,12 +22,13 @@ from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
-from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import assert_valid_agui_stream, event_types
-from tests.bridge_harness import run_body
-from tests.fakes import ScriptedA2A, ScriptedStream
+from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.eventually import eventually
+from tests.support.fakes import ScriptedA2A, ScriptedStream
+from tests.support.harness import run_body
+from tests.support.runtimes import SettlingRuntime
+from tests.support.scripted_runs import TASK, THREAD, collect, status
 
-THREAD, TASK, SESSION = "thread-1", "task-1", "session-1"
 PERMISSION = {
     "schemaVersion": 1,
     "kind": "permission",
@@ -47,14 +48,6 @@ QUESTION = {
 }
 
 
-def event(context_id: str, state: str = "TASK_STATE_WORKING", text: str | None = None, **iac: Any) -> A2AEvent:
-    body: dict[str, Any] = {"taskId": TASK, "contextId": context_id, "status": {"state": state}}
-    if text is not None:
-        body["status"]["message"] = {"messageId": f"{TASK}-message", "role": "ROLE_AGENT", "parts": [{"text": text}]}
-    body["metadata"] = {"iac_code": {"iacCodeSessionId": SESSION, **iac}}
-    return unwrap({"result": {"statusUpdate": body}})
-
-
 def snapshot(context_id: str, state: str = "TASK_STATE_INPUT_REQUIRED", task_id: str = TASK, **iac: Any) -> A2AEvent:
     body = {"id": task_id, "contextId": context_id, "status": {"state": state}, "metadata": {"iac_code": iac}}
     return unwrap({"result": body})
@@ -65,6 +58,7 @@ class Harness:
         self.tmp_path = tmp_path
         self.settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,), **settings)
         self.store = ThreadStore(self.settings.state_dir)
+        self.runtime = SettlingRuntime()
         self.context_id = ""
 
     def stream(self, body: dict[str, Any], client: ScriptedA2A) -> RunStream:
@@ -74,7 +68,7 @@ class Harness:
             now_ms=int(time.time() * 1000), lease_ttl_ms=20_000, is_alive=owner_is_alive,
         )  # fmt: skip
         self.context_id = ticket.context_id
-        deps = StreamDeps(self.settings, self.store, client, ThreadRuntime())  # type: ignore[arg-type]
+        deps = StreamDeps(self.settings, self.store, client, self.runtime)  # type: ignore[arg-type]
         return RunStream(deps, ticket, run, "en")
 
     def interrupt(self, *inputs: dict[str, Any], text: str = "I will write it.") -> list[dict[str, Any]]:
@@ -87,10 +81,11 @@ class Harness:
         if len(inputs) > 1:
             extra["pendingPermissions"] = list(inputs[1:])
         client.streams["SendStreamingMessage"] = [
-            [[event(ctx, text=text), event(ctx, "TASK_STATE_INPUT_REQUIRED", **extra)]]
+            [[status(ctx, text=text), status(ctx, "TASK_STATE_INPUT_REQUIRED", **extra)]]
         ]
         events = assert_valid_agui_stream(collect(stream), expect_terminal="interrupt", capture=False)
-        return events[-1]["outcome"]["interrupts"]  # type: ignore[no-any-return]
+        result: list[dict[str, Any]] = events[-1]["outcome"]["interrupts"]
+        return result
 
     def resume(self, answers: list[dict[str, Any]], client: ScriptedA2A, **kwargs: Any) -> list[dict[str, Any]]:
         body = run_body(THREAD, "", self.tmp_path)
@@ -102,20 +97,13 @@ class Harness:
         return self.store.read(THREAD)
 
 
-def collect(stream: RunStream) -> bytes:
-    try:
-        return b"".join(stream)
-    finally:
-        stream.close()
-
-
 def allow(interrupt_id: str = "perm-1", decision: str = "allow_once") -> dict[str, Any]:
     return {"interruptId": interrupt_id, "status": "resolved", "payload": {"decision": decision}}
 
 
 def done(ctx: str, text: str = "done") -> list[list[A2AEvent]]:
-    accepted = event(ctx, inputReceived={"inputId": "perm-1"})
-    return [[accepted, event(ctx, text=text)], [event(ctx, "TASK_STATE_INPUT_REQUIRED")]]
+    accepted = status(ctx, inputReceived={"inputId": "perm-1"})
+    return [[accepted, status(ctx, text=text)], [status(ctx, "TASK_STATE_INPUT_REQUIRED")]]
 
 
 def error_code(events: list[dict[str, Any]]) -> str:
@@ -256,7 +244,7 @@ def test_question_answer_is_streamed_text_with_a_synthetic_tool_result(tmp_path:
     client = ScriptedA2A(tasks=[snapshot(h.context_id, input=QUESTION)])
     ctx = h.context_id
     tool_done = {"status": "completed", "toolUseId": "ask-1", "name": "ask_user_question", "result": "Large"}
-    client.streams["SendStreamingMessage"] = [[[event(ctx, tool=tool_done), event(ctx, "TASK_STATE_INPUT_REQUIRED")]]]
+    client.streams["SendStreamingMessage"] = [[[status(ctx, tool=tool_done), status(ctx, "TASK_STATE_INPUT_REQUIRED")]]]
     events = h.resume(
         [{"interruptId": "question-1", "status": "resolved", "payload": {"selectedId": "large"}}],
         client,
@@ -321,7 +309,7 @@ def test_stale_gettask_after_a_partial_answer_does_not_resend_it(tmp_path: Path)
     h.interrupt(PERMISSION, second)
     ctx = h.context_id
     first_only = ScriptedA2A(tasks=[snapshot(ctx, input=PERMISSION, pendingPermissions=[second])])
-    first_only.streams["SendStreamingMessage"] = [[[event(ctx, inputReceived={"inputId": "perm-1"})]], []]
+    first_only.streams["SendStreamingMessage"] = [[[status(ctx, inputReceived={"inputId": "perm-1"})]], []]
     events = h.resume([allow(), allow("perm-2")], first_only, expect_terminal="RUN_ERROR")
     assert events[-1]["code"] == "A2A_UNAVAILABLE"
     assert list(h.state().execution.pending) == ["perm-2"]
@@ -387,10 +375,11 @@ def test_expired_interrupt_ends_execution_expired_and_frees_the_thread(tmp_path:
     client = ScriptedA2A()
     events = h.resume([allow()], client, expect_terminal="RUN_ERROR")
     assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == "EXECUTION_EXPIRED"
-    deadline = time.monotonic() + 5
-    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.methods() == ["CancelTask"]
+
+    def task_cancelled() -> None:
+        assert client.methods() == ["CancelTask"]
+
+    eventually(task_cancelled, timeout_s=5)
     state = h.state()
     assert state.execution.pending == {} and state.execution.task_id is None and state.active_run is None
 
@@ -409,14 +398,16 @@ def test_accepted_answer_that_cannot_be_committed_fails_closed(tmp_path: Path, m
     assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
     assert events[-1]["message"] == "The accepted interrupt response could not be committed."
     assert "TEXT_MESSAGE_CONTENT" not in event_types(events)
-    deadline = time.monotonic() + 5
-    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.methods()[-1] == "CancelTask"
+
+    def task_cancelled() -> None:
+        assert client.methods()[-1] == "CancelTask"
+
+    eventually(task_cancelled, timeout_s=5)
 
 
 def test_disconnect_while_the_answer_is_in_flight_keeps_the_interrupt(tmp_path: Path) -> None:
-    h = Harness(tmp_path, reattach_window_s=0.0)  # no window: a disconnect cancels
+    # No window: a disconnect cancels; a short heartbeat: the stream moves on while its client reads.
+    h = Harness(tmp_path, reattach_window_s=0.0, heartbeat_interval_s=0.05)
     h.interrupt(PERMISSION)
     gate = threading.Event()
     client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
@@ -426,11 +417,14 @@ def test_disconnect_while_the_answer_is_in_flight_keeps_the_interrupt(tmp_path: 
     stream = h.stream(body, client)
     iterator = iter(stream)
     assert b"RUN_STARTED" in next(iterator)
-    deadline = time.monotonic() + 5
-    while "SendStreamingMessage" not in client.methods() and time.monotonic() < deadline:
-        time.sleep(0.01)
+
+    def answer_sent() -> None:
+        next(iterator)  # read on (a heartbeat at the latest): the run sends the answer meanwhile
+        assert "SendStreamingMessage" in client.methods()
+
+    eventually(answer_sent, timeout_s=5, interval_s=0)
     stream.close()  # the client went away while A2A had not accepted the answer
-    time.sleep(0.1)
+    h.runtime.settle()  # everything the run did off the caller's thread has finished
     assert "CancelTask" not in client.methods()
     state = h.state()
     assert list(state.execution.pending) == ["perm-1"] and state.execution.task_id == TASK
@@ -444,10 +438,11 @@ def test_cancelling_an_expired_interrupt_ends_cancelled_after_the_same_clean_up(
     client = ScriptedA2A()
     events = h.resume([{"interruptId": "perm-1", "status": "cancelled"}], client, expect_terminal="cancelled")
     assert event_types(events) == ["RUN_STARTED", "RUN_FINISHED"]
-    deadline = time.monotonic() + 5
-    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.methods() == ["CancelTask"]
+
+    def task_cancelled() -> None:
+        assert client.methods() == ["CancelTask"]
+
+    eventually(task_cancelled, timeout_s=5)
     assert h.state().execution.pending == {} and h.state().execution.task_id is None
 
 
@@ -460,7 +455,7 @@ def test_disconnect_after_acceptance_cancels_the_task_and_retires_the_execution(
 
     class AcceptedThenSilent(ScriptedStream):
         def batches(self) -> Iterator[list[A2AEvent]]:
-            yield [event(ctx, inputReceived={"inputId": "perm-1"}), event(ctx, text="working on it")]
+            yield [status(ctx, inputReceived={"inputId": "perm-1"}), status(ctx, text="working on it")]
             gate.wait(10)
             raise A2ATransportError("aborted")
 
@@ -475,10 +470,11 @@ def test_disconnect_after_acceptance_cancels_the_task_and_retires_the_execution(
         if b"working on it" in raw:
             break
     stream.close()  # the client went away after the answer was accepted
-    deadline = time.monotonic() + 5
-    while "CancelTask" not in client.methods() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.methods()[-1] == "CancelTask"
+
+    def task_cancelled() -> None:
+        assert client.methods()[-1] == "CancelTask"
+
+    eventually(task_cancelled, timeout_s=5)
     state = h.state()
     assert state.execution.pending == {} and state.execution.task_id is None and state.active_run is None
     assert [a.interrupt_id for a in state.applied_resume_digests] == ["perm-1"]
@@ -500,12 +496,12 @@ def test_pipeline_steps_survive_the_interrupt_and_recovery_opens_the_resume(tmp_
     client.streams["SendStreamingMessage"] = [
         [
             [
-                event(ctx, pipeline=env("step_started", 1, step={"id": "candidates"})),
-                event(ctx, pipelineBatch={"events": [
+                status(ctx, pipeline=env("step_started", 1, step={"id": "candidates"})),
+                status(ctx, pipelineBatch={"events": [
                     env("candidate_step_started", 2, candidate={"id": "c0"}, candidateStep={"id": "tpl"}),
                     env("text_delta", 3, scope="candidate", candidate={"id": "c0"}, data={"text": "c0 draft"}),
                 ]}),
-                event(ctx, "TASK_STATE_INPUT_REQUIRED", input=select),
+                status(ctx, "TASK_STATE_INPUT_REQUIRED", input=select),
             ]
         ]
     ]  # fmt: skip
@@ -527,8 +523,8 @@ def test_pipeline_steps_survive_the_interrupt_and_recovery_opens_the_resume(tmp_
     }  # fmt: skip
     resume_client = ScriptedA2A(tasks=[snapshot(ctx, input=select)], pipeline=[recovery])
     resume_client.streams["SendStreamingMessage"] = [
-        [[event(ctx, pipeline=env("step_completed", 6, step={"id": "candidates"})),
-          event(ctx, "TASK_STATE_INPUT_REQUIRED")]]
+        [[status(ctx, pipeline=env("step_completed", 6, step={"id": "candidates"})),
+          status(ctx, "TASK_STATE_INPUT_REQUIRED")]]
     ]  # fmt: skip
     events = h.resume(
         [{"interruptId": "select-1", "status": "resolved", "payload": {"selectedId": "large"}}],

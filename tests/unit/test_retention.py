@@ -18,7 +18,7 @@ def write(store: ThreadStore, thread_id: str, *, idle_days: float, pending: bool
     state = model.new_thread(thread_id, "/w", None, "ros", f"exec-{thread_id}")
     state.last_activity_ms = NOW - int(idle_days * DAY_MS)
     if pending:
-        value = {"inputId": "p1", "kind": "permission"}
+        value: dict[str, object] = {"inputId": "p1", "kind": "permission"}
         state.execution.pending["p1"] = model.PendingInterrupt(value, False, NOW + lease_ms if lease_ms else NOW - 1)
     if lease_ms:
         state.active_run = model.RunLease("run-1", state.execution.execution_id, "host:1:1", NOW + lease_ms)

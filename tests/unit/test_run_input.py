@@ -28,7 +28,7 @@ from agui_bridge.validation.run_input import (
     parse_run_input,
     raw_preferred_language,
 )
-from tests.bridge_harness import run_body
+from tests.support.harness import run_body
 
 Body = dict[str, Any]
 

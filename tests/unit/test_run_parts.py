@@ -27,9 +27,11 @@ from agui_bridge.store import model
 from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
-from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import numbered_frames
-from tests.bridge_harness import run_body
+from agui_bridge.worker.runtime import Runtime, ThreadRuntime
+from tests.support.agui_checks import numbered_frames
+from tests.support.eventually import eventually
+from tests.support.harness import run_body
+from tests.support.runtimes import SettlingRuntime
 
 
 class ListUpstream:
@@ -64,6 +66,11 @@ def started_pump(upstream: ListUpstream, maxsize: int = 16) -> Pump:
     return pump
 
 
+def next_item(pump: Pump) -> object:
+    """The pump's next item: the stand-in upstream's items are strings, the pump hands them on untouched."""
+    return pump.get(5.0)
+
+
 def drain(pump: Pump) -> list[Any]:
     items = []
     while (item := pump.get(5.0)) is not Signal.END:
@@ -86,7 +93,7 @@ def test_pump_hands_over_every_item_in_order_then_its_end() -> None:
 
 def test_pump_raises_what_reading_the_upstream_raised() -> None:
     pump = started_pump(ListUpstream([["a"]], error=A2AUnavailable("a2a_rejected_answer")))
-    assert pump.get(5.0) == ["a"]
+    assert next_item(pump) == ["a"]
     with pytest.raises(A2AUnavailable) as info:
         pump.get(5.0)
     assert info.value.message_key == "a2a_rejected_answer"
@@ -96,15 +103,16 @@ def test_ready_batches_events_and_unary_acceptances_but_holds_anything_else() ->
     gate = threading.Event()
     items: list[Any] = [["a"], UnaryAccepted(("i1",)), ["b"], SendOpened(("i2",)), ["c"]]
     pump = started_pump(ListUpstream(items, gate=gate))
-    deadline = time.monotonic() + 5
-    while pump.queue.qsize() < len(items) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    first = pump.get(5.0)
-    assert first == ["a"]
+
+    def all_queued() -> None:
+        assert pump.queue.qsize() >= len(items)
+
+    eventually(all_queued, timeout_s=5)
+    assert next_item(pump) == ["a"]
     assert list(pump.ready()) == [UnaryAccepted(("i1",)), ["b"]]  # stops at SendOpened
     assert list(pump.ready()) == []  # the held item is not batched by a second call either
     assert pump.get(5.0) == SendOpened(("i2",))  # the next get returns the held item
-    assert pump.get(5.0) == ["c"]
+    assert next_item(pump) == ["c"]
     gate.set()
     assert pump.get(5.0) is Signal.END
 
@@ -112,24 +120,34 @@ def test_ready_batches_events_and_unary_acceptances_but_holds_anything_else() ->
 def test_ready_takes_nothing_the_caller_does_not_ask_for() -> None:
     gate = threading.Event()
     pump = started_pump(ListUpstream([["a"], ["b"], ["c"]], gate=gate))
-    deadline = time.monotonic() + 5
-    while pump.queue.qsize() < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+
+    def all_queued() -> None:
+        assert pump.queue.qsize() >= 3
+
+    eventually(all_queued, timeout_s=5)
     for item in pump.ready():
         assert item == ["a"]
         break  # a full batch: the rest stays queued
-    assert pump.get(5.0) == ["b"] and pump.get(5.0) == ["c"]
+    assert next_item(pump) == ["b"] and next_item(pump) == ["c"]
     gate.set()
 
 
 def test_a_pump_that_died_without_reporting_is_pump_died() -> None:
+    class DeadTask:
+        """A task that is already gone, without having reported anything."""
+
+        def stop(self, timeout: float) -> None:
+            pass
+
+        def alive(self) -> bool:
+            return False
+
     class DeadRuntime(ThreadRuntime):
         def spawn(self, fn: Any, *args: Any, name: str, on_stop: Any = None) -> Any:
-            return super().spawn(lambda: None, name=name, on_stop=on_stop)
+            return DeadTask()
 
     pump = Pump(DeadRuntime(), ListUpstream([["a"]]), maxsize=4, put_timeout_s=1.0)  # type: ignore[arg-type]
     pump.start(name="pump:dead")
-    time.sleep(0.05)
     with pytest.raises(PumpDied) as info:
         pump.get(0.01)
     assert info.value.code == "A2A_UNAVAILABLE"
@@ -138,7 +156,7 @@ def test_a_pump_that_died_without_reporting_is_pump_died() -> None:
 def test_stopping_a_pump_aborts_a_blocked_reader_and_closes_the_upstream() -> None:
     upstream = ListUpstream([["a"]], gate=threading.Event())
     pump = started_pump(upstream)
-    assert pump.get(5.0) == ["a"]
+    assert next_item(pump) == ["a"]
     pump.stop()
     assert upstream.aborted and upstream.closed
 
@@ -257,7 +275,7 @@ class Client:
 
 
 def ending(
-    tmp_path: Path, *, task_id: str | None = "task-1", pending: bool = False
+    tmp_path: Path, *, task_id: str | None = "task-1", pending: bool = False, runtime: Runtime | None = None
 ) -> tuple[RunEnd, Client, ThreadStore, RunTicket]:
     store = ThreadStore(tmp_path / "state")
     run = parse_run_input(run_body("thread-1", "hi", tmp_path))
@@ -277,19 +295,14 @@ def ending(
             txn.commit(txn.state)
     client = Client()
     projector = RunProjector(ticket.thread_id, ticket.run_id, set())
-    end = RunEnd(ticket, ledger, projector, client=client, runtime=ThreadRuntime(), observer=NullObserver(),  # type: ignore[arg-type]
+    end = RunEnd(ticket, ledger, projector, client=client, runtime=runtime or ThreadRuntime(), observer=NullObserver(),  # type: ignore[arg-type]
                  language="en")  # fmt: skip
     return end, client, store, ticket
 
 
-def wait_for(condition: Any) -> None:
-    deadline = time.monotonic() + 5
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 def test_the_first_ending_acts_once_and_its_outcome_stays(tmp_path: Path) -> None:
-    end, client, store, _ = ending(tmp_path)
+    runtime = SettlingRuntime()
+    end, client, store, _ = ending(tmp_path, runtime=runtime)
     events = end.fail(Cancelled())
     assert [e["type"] for e in events] == ["RUN_ERROR"] and events[-1]["code"] == "CANCELLED"
     assert end.finished and end.outcome == Outcome.CANCELLED
@@ -297,32 +310,34 @@ def test_the_first_ending_acts_once_and_its_outcome_stays(tmp_path: Path) -> Non
     assert state is not None and state.active_run is None and state.execution.task_id is None  # retired
     again = end.fail(A2AUnavailable())  # a later path only builds its events: nothing is cancelled, outcome kept
     assert again[-1]["code"] == "A2A_UNAVAILABLE" and end.outcome == Outcome.CANCELLED
-    time.sleep(0.1)
-    assert client.cancelled == []  # a kernel-cancelled task is not cancelled again
+    assert runtime.settle() == [] and client.cancelled == []  # a kernel-cancelled task is not cancelled again
 
 
 def test_a_failure_cancels_the_task_and_retires_unless_an_interrupt_is_pending(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    end, client, store, _ = ending(tmp_path / "a")
+    failing = SettlingRuntime()
+    end, client, store, _ = ending(tmp_path / "a", runtime=failing)
     end.fail(A2AUnavailable())
-    wait_for(lambda: client.cancelled)
+    failing.settle()  # a CancelTask sent off the caller's thread has been sent too
     assert client.cancelled == ["task-1"] and end.error_code == "A2A_UNAVAILABLE"
     retired = store.read("thread-1")
     assert retired is not None and retired.execution.task_id is None and retired.active_run is None
-    kept, kept_client, kept_store, _ = ending(tmp_path / "b", pending=True)
+    runtime = SettlingRuntime()
+    kept, kept_client, kept_store, _ = ending(tmp_path / "b", pending=True, runtime=runtime)
     kept.fail(A2AUnavailable())
-    time.sleep(0.1)
+    assert runtime.settle() == []
     state = kept_store.read("thread-1")
     assert kept_client.cancelled == [] and state is not None
     assert list(state.execution.pending) == ["p1"] and state.active_run is None  # released, still answerable
 
 
 def test_a_run_cancelled_elsewhere_does_not_retire_again(tmp_path: Path) -> None:
-    end, client, store, _ = ending(tmp_path)
+    runtime = SettlingRuntime()
+    end, client, store, _ = ending(tmp_path, runtime=runtime)
     end.cancelled_elsewhere = True
     end.fail(Cancelled(), task_ended=True)  # the kernel's "canceled" ended the stream
-    time.sleep(0.1)
+    assert runtime.settle() == []
     state = store.read("thread-1")
     assert client.cancelled == [] and state is not None and state.execution.task_id == "task-1"
     assert state.active_run is None
@@ -347,32 +362,35 @@ def test_shutdown_cancels_the_task_before_the_terminal_event(tmp_path: Path) -> 
 
 
 def test_an_abandoned_run_is_disconnected_and_cleaned_up(tmp_path: Path) -> None:
-    end, client, store, _ = ending(tmp_path)
+    runtime = SettlingRuntime()
+    end, client, store, _ = ending(tmp_path, runtime=runtime)
     end.abandon()
-    wait_for(lambda: client.cancelled)
+    runtime.settle()  # a CancelTask sent off the caller's thread has been sent too
     state = store.read("thread-1")
     assert end.outcome == Outcome.DISCONNECTED and client.cancelled == ["task-1"]
     assert state is not None and state.active_run is None
     end.abandon()  # idempotent
-    time.sleep(0.05)
+    runtime.settle()
     assert client.cancelled == ["task-1"]
 
 
 def test_an_expired_interrupt_drops_the_execution(tmp_path: Path) -> None:
-    end, client, store, ticket = ending(tmp_path, pending=True)
+    runtime = SettlingRuntime()
+    end, client, store, ticket = ending(tmp_path, pending=True, runtime=runtime)
     events = end.expire(dismissed=True)
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "cancelled"}
     assert end.outcome == Outcome.CANCELLED and ticket.pending == {}
-    wait_for(lambda: client.cancelled)
+    runtime.settle()  # a CancelTask sent off the caller's thread has been sent too
     state = store.read("thread-1")
     assert client.cancelled == ["task-1"] and state is not None and state.execution.pending == {}
 
 
 def test_a_refused_resume_keeps_everything(tmp_path: Path) -> None:
-    end, client, store, ticket = ending(tmp_path, pending=True)
+    runtime = SettlingRuntime()
+    end, client, store, ticket = ending(tmp_path, pending=True, runtime=runtime)
     events = end.refuse(ExecutionLost("task_unavailable"))
     assert events[-1]["code"] == "EXECUTION_LOST" and end.outcome == Outcome.ERROR
-    time.sleep(0.05)
+    assert runtime.settle() == []
     state = store.read("thread-1")
     assert client.cancelled == [] and state is not None and list(state.execution.pending) == ["p1"]
     assert state.execution.task_id == "task-1" and list(ticket.pending) == ["p1"]
@@ -386,7 +404,8 @@ def test_success_and_failed_turns(tmp_path: Path) -> None:
     assert state is not None and state.execution.task_id is None and end.outcome == Outcome.SUCCESS
     other = tmp_path / "other"
     other.mkdir()
-    failed, client, _, _ = ending(other)
+    runtime = SettlingRuntime()
+    failed, client, _, _ = ending(other, runtime=runtime)
     assert failed.failed_turn("failed", task_ended=True)[-1]["code"] == "A2A_EXECUTION_FAILED"
-    time.sleep(0.05)
+    assert runtime.settle() == []
     assert client.cancelled == []  # the task already ended

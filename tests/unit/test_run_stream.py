@@ -2,62 +2,19 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agui_bridge.a2a.signals import A2AEvent, unwrap
+from agui_bridge.a2a.signals import A2AEvent
 from agui_bridge.config.settings import Settings
-from agui_bridge.runs.admission import admit_run
-from agui_bridge.runs.stream import RunStream, StreamDeps
-from agui_bridge.store.owner import current_owner, owner_is_alive
-from agui_bridge.store.store import StateWriteFailed, ThreadStore
-from agui_bridge.validation.run_input import parse_run_input
-from agui_bridge.worker.runtime import ThreadRuntime
-from tests.agui_checks import assert_valid_agui_stream, event_types
-from tests.bridge_harness import run_body
-from tests.fakes import ScriptedA2A, streaming_a2a
-
-TASK, SESSION = "task-1", "session-1"
-
-
-def status(context_id: str, state: str = "TASK_STATE_WORKING", text: str | None = None, **iac: Any) -> A2AEvent:
-    body: dict[str, Any] = {"taskId": TASK, "contextId": context_id, "status": {"state": state}}
-    if text is not None:
-        body["status"]["message"] = {"messageId": f"{TASK}-message", "role": "ROLE_AGENT", "parts": [{"text": text}]}
-    body["metadata"] = {"iac_code": {"iacCodeSessionId": SESSION, **iac}}
-    return unwrap({"result": {"statusUpdate": body}})
-
-
-def make_stream(  # type: ignore[no-untyped-def]
-    tmp_path: Path,
-    script: Any,
-    settings: Settings | None = None,
-    store: ThreadStore | None = None,
-    *,
-    delay_s: float = 0.0,
-    client: ScriptedA2A | None = None,
-):
-    settings = settings or Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
-    store = store or ThreadStore(settings.state_dir)
-    raw = run_body("thread-1", "hi", tmp_path)
-    run = parse_run_input(raw)
-    ticket = admit_run(
-        store, run, cwd=str(tmp_path), digest="d", owner=current_owner(), now_ms=int(time.time() * 1000),
-        lease_ttl_ms=int(settings.lease_ttl_s * 1000), is_alive=owner_is_alive,
-    )  # fmt: skip
-    client = client or streaming_a2a(script(ticket.context_id), delay_s)
-    stream = RunStream(StreamDeps(settings, store, client, ThreadRuntime()), ticket, run, "en")  # type: ignore[arg-type]
-    return stream, client, store
-
-
-def collect(stream: RunStream) -> bytes:
-    try:
-        return b"".join(stream)
-    finally:
-        stream.close()
+from agui_bridge.store.store import StateWriteFailed
+from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.eventually import eventually
+from tests.support.fakes import ScriptedA2A
+from tests.support.runtimes import SettlingRuntime
+from tests.support.scripted_runs import TASK, collect, make_stream, status
 
 
 def test_interrupt_in_the_same_batch_keeps_the_text_shown_before_it(tmp_path: Path) -> None:
@@ -70,7 +27,12 @@ def test_interrupt_in_the_same_batch_keeps_the_text_shown_before_it(tmp_path: Pa
     }
 
     def script(ctx: str) -> list[list[A2AEvent]]:
-        return [[status(ctx, text="Let me write it."), status(ctx, "TASK_STATE_INPUT_REQUIRED", input=permission)]]
+        return [
+            [
+                status(ctx, text="Let me write it."),
+                status(ctx, "TASK_STATE_INPUT_REQUIRED", input=permission),
+            ]
+        ]
 
     stream, client, store = make_stream(tmp_path, script)
     events = assert_valid_agui_stream(collect(stream), expect_terminal="interrupt", capture=False)
@@ -101,20 +63,22 @@ def test_failed_task_commit_fails_closed(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr("agui_bridge.runs.ledger.RunLedger.record_identity", refuse)
     events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
     assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
-    deadline = time.monotonic() + 5
-    while not client.cancelled and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.cancelled == [TASK]
+
+    def task_cancelled() -> None:
+        assert client.cancelled == [TASK]
+
+    eventually(task_cancelled, timeout_s=5)
 
 
 def test_a_failed_task_is_not_cancelled_again(tmp_path: Path) -> None:
     def script(ctx: str) -> list[list[A2AEvent]]:
         return [[status(ctx, text="oops")], [status(ctx, "TASK_STATE_FAILED")]]
 
-    stream, client, _ = make_stream(tmp_path, script)
+    runtime = SettlingRuntime()
+    stream, client, _ = make_stream(tmp_path, script, runtime=runtime)
     events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
     assert events[-1]["code"] == "A2A_EXECUTION_FAILED"
-    time.sleep(0.2)
+    runtime.settle()  # everything the run did off the caller's thread has finished
     assert client.cancelled == []
 
 
@@ -125,10 +89,11 @@ def test_a_stream_that_ends_while_working_cancels_its_task(tmp_path: Path) -> No
     stream, client, _ = make_stream(tmp_path, script)
     events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
     assert events[-1]["code"] == "A2A_EXECUTION_FAILED"
-    deadline = time.monotonic() + 5
-    while not client.cancelled and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.cancelled == [TASK]
+
+    def task_cancelled() -> None:
+        assert client.cancelled == [TASK]
+
+    eventually(task_cancelled, timeout_s=5)
 
 
 # ---- the parts of a run, seen through a whole stream -----------------------------------------
@@ -146,7 +111,11 @@ def test_every_event_shown_passes_through_the_emitter_numbered_from_one(tmp_path
     from agui_bridge.protocol.sse import HEARTBEAT_FRAME
 
     def script(ctx: str) -> list[list[A2AEvent]]:
-        return [[status(ctx, text="one")], [status(ctx, text=" two")], [status(ctx, "TASK_STATE_INPUT_REQUIRED")]]
+        return [
+            [status(ctx, text="one")],
+            [status(ctx, text=" two")],
+            [status(ctx, "TASK_STATE_INPUT_REQUIRED")],
+        ]
 
     settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,), heartbeat_interval_s=0.02)
     stream, _, _ = make_stream(tmp_path, script, settings, delay_s=0.06)  # silent gaps: heartbeats

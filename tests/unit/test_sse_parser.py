@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
 
 import pytest
 from hypothesis import given
@@ -17,7 +19,7 @@ from agui_bridge.protocol.sse_parser import (
     parse_body,
     parse_body_records,
 )
-from tests.golden import transcript_bytes
+from tests.support.golden import transcript_bytes
 
 
 def parse(chunks: list[bytes]) -> list[SseMessage]:
@@ -67,44 +69,78 @@ def test_a_record_keeps_its_own_id_line_and_the_next_starts_without_one() -> Non
     assert [(m.event_id, m.data) for m in messages] == [(b"7", b"{}"), (None, b"{}")]
 
 
-def reference_parse(raw: bytes) -> list[SseMessage]:
-    """The line-by-line reading of the whole stream at once: what any chunking must give."""
-    return [item for item in reference_records(raw) if isinstance(item, SseMessage)]
+@dataclass(frozen=True)
+class Line:
+    """One line of a stream as the standard names its parts: what it is, and how it is written."""
+
+    kind: Literal["data", "comment", "event", "id", "unknown", "blank"]
+    value: bytes = b""
+    spaced: bool = True  # one space after the colon (the reader drops exactly that one)
+    ending: bytes = b"\n"
 
 
-def reference_records(raw: bytes) -> list[SseItem]:
-    """`reference_parse` with the comment lines, in order: the standard's line rules written out plainly, the
-    oracle the reader's fast paths and chunk handling are checked against (no code reads a stream with it)."""
-    lines = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-    out: list[SseItem] = []
-    data: list[bytes] = []
-    event, event_id = "", None
-    for line in [*lines, b""]:
-        if not line:
-            if data:
-                out.append(SseMessage(event or "message", b"\n".join(data), event_id))
-            data, event, event_id = [], "", None
-        elif line.startswith(b"data:"):
-            data.append(line[6:] if line.startswith(b"data: ") else line[5:])
-        elif line.startswith(b":"):
-            out.append(SseComment(line[2:] if line.startswith(b": ") else line[1:]))
-        elif line.startswith(b"event:"):
-            event = line[6:].strip().decode("utf-8", "replace")
-        elif line.startswith(b"id:"):
-            event_id = line[3:].strip()
-    return out
-
-
-_PIECES = st.sampled_from(
-    [b"data: ", b"data:", b'{"a":1}', b"x", b"\r\n", b"\n", b"\r", b": ping", b"event: error", b"id: 7", b"\r\n\r\n"]
+_TEXT = st.binary(max_size=12).map(lambda raw: bytes(b for b in raw if b not in b"\r\n"))
+_WORD = st.text("abcdefghij-_0123456789", min_size=1, max_size=8).map(str.encode)
+_ENDINGS = st.sampled_from([b"\n", b"\r\n", b"\r"])
+_UNKNOWN_FIELDS = st.sampled_from([b"retry: 5", b"x", b"datax: 1", b"ID: 2"])  # lines a reader ignores
+_LINES = st.one_of(
+    st.builds(Line, st.just("data"), _TEXT, st.booleans(), _ENDINGS),
+    st.builds(Line, st.just("comment"), _TEXT, st.booleans(), _ENDINGS),
+    st.builds(Line, st.just("event"), _WORD, st.booleans(), _ENDINGS),
+    st.builds(Line, st.just("id"), _WORD, st.booleans(), _ENDINGS),
+    st.builds(
+        Line, st.just("unknown"), st.sampled_from([b"retry: 5", b"x", b"datax: 1", b"ID: 2"]), st.just(True), _ENDINGS
+    ),
+    st.builds(Line, st.just("blank"), st.just(b""), st.just(True), _ENDINGS),
 )
 
 
-@given(pieces=st.lists(_PIECES, max_size=40), cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=10))
-def test_the_fast_path_reads_any_framing_and_chunking_like_lines(pieces: list[bytes], cuts: list[int]) -> None:
-    raw = b"".join(pieces)
+def written(lines: list[Line]) -> bytes:
+    """The stream's bytes. A blank line after a CR-ended one is written with CR: a lone LF would join that
+    CR into one CRLF ending, which is a different stream than the lines describe."""
+    out = b""
+    for index, line in enumerate(lines):
+        ending = line.ending
+        if line.kind == "blank" and ending == b"\n" and index and lines[index - 1].ending == b"\r":
+            ending = b"\r"
+        field = {"data": b"data", "comment": b"", "event": b"event", "id": b"id"}.get(line.kind)
+        if field is None:
+            out += line.value + ending
+        else:
+            # A value that starts with a space is written after ": ": the reader drops the first space only.
+            spaced = line.spaced or line.value.startswith(b" ")
+            out += field + (b": " if spaced else b":") + line.value + ending
+    return out
+
+
+def expected_records(lines: list[Line]) -> list[SseItem]:
+    """What the standard says a reader makes of the lines: every comment where it stands, and a message
+    (its data lines joined by LF, its event name or "message", its own id) at each blank line or the end."""
+    out: list[SseItem] = []
+    data: list[bytes] = []
+    event, event_id = "", None
+    for line in [*lines, Line("blank")]:
+        if line.kind == "blank":
+            if data:
+                out.append(SseMessage(event or "message", b"\n".join(data), event_id))
+            data, event, event_id = [], "", None
+        elif line.kind == "data":
+            data.append(line.value)
+        elif line.kind == "comment":
+            out.append(SseComment(line.value))
+        elif line.kind == "event":
+            event = line.value.decode()
+        elif line.kind == "id":
+            event_id = line.value
+    return out
+
+
+@given(lines=st.lists(_LINES, max_size=30), cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=10))
+def test_the_fast_path_reads_any_framing_and_chunking_as_the_standard_says(lines: list[Line], cuts: list[int]) -> None:
+    raw = written(lines)
     points = sorted({c % (len(raw) + 1) for c in cuts} | {0, len(raw)})
-    assert parse([raw[a:b] for a, b in itertools.pairwise(points)]) == reference_parse(raw)
+    expected = [item for item in expected_records(lines) if isinstance(item, SseMessage)]
+    assert parse([raw[a:b] for a, b in itertools.pairwise(points)]) == expected
 
 
 def test_kernel_records_in_one_read_come_out_in_order_and_a_cut_one_waits() -> None:
@@ -119,11 +155,11 @@ def parse_records(chunks: list[bytes]) -> list[SseItem]:
     return [item for chunk in chunks for item in parser.feed_records(chunk)] + parser.close_records()
 
 
-@given(pieces=st.lists(_PIECES, max_size=40), cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=10))
-def test_comments_come_out_in_stream_order_whatever_the_chunking(pieces: list[bytes], cuts: list[int]) -> None:
-    raw = b"".join(pieces)
+@given(lines=st.lists(_LINES, max_size=30), cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=10))
+def test_comments_come_out_in_stream_order_whatever_the_chunking(lines: list[Line], cuts: list[int]) -> None:
+    raw = written(lines)
     points = sorted({c % (len(raw) + 1) for c in cuts} | {0, len(raw)})
-    assert parse_records([raw[a:b] for a, b in itertools.pairwise(points)]) == reference_records(raw)
+    assert parse_records([raw[a:b] for a, b in itertools.pairwise(points)]) == expected_records(lines)
 
 
 @pytest.mark.parametrize(

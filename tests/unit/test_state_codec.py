@@ -8,7 +8,7 @@ import pytest
 
 from agui_bridge.store.codec import parse, serialise
 from agui_bridge.store.model import PendingInterrupt, ThreadState, new_thread, to_document
-from tests.unit.test_state_snapshot import _full
+from tests.support.thread_records import full_thread_state
 
 
 def _stdlib(state: ThreadState) -> bytes:
@@ -25,7 +25,7 @@ def _with_value(value: object) -> ThreadState:
     "state",
     [
         new_thread("t", "/w", None, "r", "e"),
-        _full(),
+        full_thread_state(),
         _with_value({"text": 'quote " back \\ ctl \x01\x1f\n\t del \x7f sep \u2028 é 😀', "n": [0, -1, True, None]}),
         _with_value({"big": 2**70, "small": -(2**63)}),  # beyond 64 bits: the standard library writes it
         _with_value({"float": 1.5, "list": [[], {}]}),

@@ -142,7 +142,7 @@ def test_a_replaced_crash_write_is_released_after_its_successor_woke_its_waiter(
     old_fd = writer._deferred[store.path_for("t1")][0]
     assert old_fd >= 0
     events: list[str] = []
-    real_close, real_finish = writer_mod._close, writer_mod._Job.finish
+    real_close, real_finish = filewrite.close_file, writer_mod._Job.finish
 
     def close(fd: int) -> None:
         if fd == old_fd:

@@ -17,7 +17,8 @@ import pytest
 
 from agui_bridge.store import flock
 from agui_bridge.store.errors import StateLockTimeout
-from tests.hub_guard import run_patched
+from tests.support.eventually import eventually
+from tests.support.hub_guard import run_patched
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,10 +86,11 @@ def test_the_deadline_holds_and_a_late_win_is_let_go(held: tuple[str, int]) -> N
     registry = flock._current()
     assert list(registry.abandoned) == [path]  # its helper is still queued in the kernel
     fcntl.flock(holder, fcntl.LOCK_UN)
-    deadline = time.monotonic() + 5
-    while registry.abandoned and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not registry.abandoned
+
+    def helper_let_go() -> None:
+        assert not registry.abandoned
+
+    eventually(helper_let_go, timeout_s=5)
     assert _free(path)  # the helper won after its caller gave up, and let go at once
 
 

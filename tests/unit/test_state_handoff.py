@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.hub_guard import run_patched
+from tests.support.hub_guard import run_patched
 
 _SCRIPT = """
 from gevent import monkey

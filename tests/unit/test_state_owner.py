@@ -6,11 +6,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
 from agui_bridge.store.owner import current_owner, owner_is_alive, owner_on_this_host
+from tests.support.eventually import eventually
 
 
 def test_current_owner_is_host_pid_start() -> None:
@@ -69,11 +69,11 @@ def test_zombie_process_is_not_alive() -> None:
     owner = f"{socket.gethostname()}:{child.pid}:{start}"
     child.kill()
     try:
-        for _ in range(200):  # not reaped yet: a zombie keeps its pid but can never renew a lease
-            if not owner_is_alive(owner):
-                break
-            time.sleep(0.01)
-        assert not owner_is_alive(owner)
+
+        def dead() -> None:  # not reaped yet: a zombie keeps its pid but can never renew a lease
+            assert not owner_is_alive(owner)
+
+        eventually(dead, timeout_s=2)
     finally:
         child.wait()
 

@@ -8,7 +8,6 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agui_bridge.config import limits
 from agui_bridge.store.document import load_document
 from agui_bridge.store.model import (
     AppliedResume,
@@ -20,8 +19,7 @@ from agui_bridge.store.model import (
     to_document,
 )
 from agui_bridge.store.snapshot import copy_state, stored_copy
-
-DIGEST = "ab" * 32
+from tests.support.thread_records import DIGEST, full_thread_state
 
 
 def _round_trip(state: ThreadState) -> ThreadState:
@@ -37,32 +35,6 @@ def _same(copy: ThreadState, read: ThreadState) -> bool:
         and list(copy.execution.pending) == list(read.execution.pending)
         and to_document(copy) == to_document(read)
     )
-
-
-def _full() -> ThreadState:
-    state = new_thread("thread-1", "/work/ws", "user-1", "ros-1", "exec-1")
-    state.session_id = "session-1"
-    state.execution.task_id = "task-1"
-    state.execution.pipeline_sequence = 3
-    state.execution.pipeline_open_steps = ["b", "a", "b"]
-    state.execution.text_snapshot_digests = [DIGEST, "0" * 64, DIGEST]
-    state.execution.traceparent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
-    state.execution.pending = {
-        "input-2": PendingInterrupt(
-            value={"inputId": "input-2", "kind": "permission", "secret": "dropped", "options": [{"id": "x"}]},
-            sideband=True,
-            expires_at_ms=1_795_000_000_123,
-            announced={"z": 1, "a": {"y": [1, {"b": 2, "a": 1}]}},
-        ),
-        "input-1": PendingInterrupt(value={"inputId": "input-1"}, sideband=False, expires_at_ms=1_795_000_000_000),
-    }
-    state.run_digests = {f"run-{i}": DIGEST for i in range(limits.MAX_RUN_DIGESTS + 5)}
-    state.run_digests[""] = DIGEST
-    state.applied_resume_digests = [AppliedResume(f"exec-{i % 3}", f"i-{i}", "d") for i in range(40)]
-    state.terminal_execution_ids = [f"exec-{i}" for i in range(limits.MAX_TERMINAL_EXECUTION_IDS + 3)] + ["exec-5"]
-    state.active_run = RunLease("run-1", "exec-1", "owner-1", 1_795_000_000_000, cancel_requested=True)
-    state.last_activity_ms = 1_795_000_000_999
-    return state
 
 
 def test_every_field_of_every_record_is_known() -> None:
@@ -102,7 +74,7 @@ def test_every_field_of_every_record_is_known() -> None:
 
 
 def test_stored_copy_equals_the_round_trip_through_the_file() -> None:
-    state = _full()
+    state = full_thread_state()
     assert _same(stored_copy(state), _round_trip(state))
     state.execution.traceparent = "not a traceparent"
     state.active_run = None
@@ -110,7 +82,7 @@ def test_stored_copy_equals_the_round_trip_through_the_file() -> None:
 
 
 def test_copy_state_is_equal_and_shares_nothing_mutable() -> None:
-    original = stored_copy(_full())
+    original = stored_copy(full_thread_state())
     copy = copy_state(original)
     assert copy == original
     copy.execution.pending["input-2"].value["options"][0]["id"] = "changed"  # type: ignore[index]
@@ -122,7 +94,7 @@ def test_copy_state_is_equal_and_shares_nothing_mutable() -> None:
     assert copy.active_run is not None
     copy.active_run.cancel_requested = False
     copy.execution.task_id = None
-    assert original == stored_copy(_full())
+    assert original == stored_copy(full_thread_state())
 
 
 _ids = st.text(alphabet="abcxyz-0123", min_size=0, max_size=6)

@@ -18,7 +18,7 @@ import pytest
 
 from agui_bridge.store.model import PendingInterrupt, ThreadState, new_thread
 from agui_bridge.store.store import InvalidThreadId, StateCorrupt, StateLockTimeout, StateWriteFailed, ThreadStore
-from tests.hub_guard import run_patched
+from tests.support.hub_guard import run_patched
 
 COUNTER = "counter"
 

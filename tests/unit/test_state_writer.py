@@ -17,7 +17,7 @@ from agui_bridge.store.model import ThreadState, new_thread
 from agui_bridge.store.store import Durability, StateWriteFailed, ThreadStore
 from agui_bridge.store.writer import forget_state_writer, state_writer
 from agui_bridge.worker import process as process_mod
-from tests.hub_guard import run_patched
+from tests.support.hub_guard import run_patched
 
 
 def _state(thread_id: str) -> ThreadState:
@@ -285,12 +285,10 @@ from agui_bridge.store.writer import state_writer
 store = ThreadStore(Path(sys.argv[1]))
 sleep = monkey.get_original("time", "sleep")
 batches = []
-real = state_writer()._write_batch
-def counting(batch):
+def slow_disk(batch):  # the writer's hook before each batch: count it, and take 0.3 s over it
     batches.append(len(batch))
-    real(batch)
-state_writer()._write_batch = counting
-state_writer().before_batch = lambda batch: sleep(0.3)  # a slow disk: every batch takes 0.3 s
+    sleep(0.3)
+state_writer().before_batch = slow_disk
 ticks = []
 def ticker():
     while True:

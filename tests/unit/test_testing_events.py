@@ -14,10 +14,10 @@ from agui_bridge.testing import EventStream, answer, resume_input, run_input
 def stream_of(chunks: list[bytes | str], status: int = 200, mimetype: str = "text/event-stream") -> EventStream:
     consumed: list[int] = []
 
-    def body() -> Iterator[bytes | str]:
+    def body() -> Iterator[bytes]:
         for chunk in chunks:
             consumed.append(1)
-            yield chunk
+            yield chunk if isinstance(chunk, bytes) else chunk.encode()
 
     response = Response(body(), status=status, mimetype=mimetype)
     stream = EventStream(response, {})  # type: ignore[arg-type]

@@ -80,13 +80,18 @@ def test_loading_leaves_the_input_untouched() -> None:
 def test_each_schema_spells_its_field_names_once_not_on_every_load(monkeypatch: pytest.MonkeyPatch) -> None:
     """The alias table (camel, snake, required) is built on a schema's first load and reused, off the per-run path."""
     from agui_bridge.validation import strict
+    from agui_bridge.validation.field_errors import snake_case
 
     schema = schemas.IacCodeSchema()
     body = {"schemaVersion": 1, "ros_invocation_id": "r", "cwd": "/tmp"}
     first = schema.load(body)
     calls: list[str] = []
-    real = strict.snake_case
-    monkeypatch.setattr(strict, "snake_case", lambda name: calls.append(name) or real(name))
+
+    def counting(name: str) -> str:
+        calls.append(name)
+        return snake_case(name)
+
+    monkeypatch.setattr(strict, "snake_case", counting)
     assert schema.load(body) == first
     assert calls == []
     with pytest.raises(ValidationError) as conflict:

@@ -90,7 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
             thread_id, run_id = parts[5], parts[7]
             # As the bridge: the Ros-Invocation-Id header wins over ?rosInvocationId=.
             header = self.headers.get("Ros-Invocation-Id")
-            ros = header or (parse_qs(url.query).get("rosInvocationId") or [None])[0]
+            queried: list[str | None] = [*parse_qs(url.query).get("rosInvocationId", []), None]
+            ros = header or queried[0]
             last = self.headers.get("Last-Event-ID")
             sent_in = "header" if header else "query"
             self.state.gets.append({"thread": thread_id, "run": run_id, "ros": ros, "last": last, "in": sent_in})

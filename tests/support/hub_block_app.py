@@ -1,6 +1,6 @@
 """Test-only WSGI app for tests/e2e/test_hub_watchdog.py: the bridge's own app (wsgi.py) plus one route
 that blocks the gevent hub on purpose. Nothing in the package can register it: only this module, which
-only that test serves (`gunicorn -c deploy/gunicorn.conf.py tests.hub_block_app:app`)."""
+only that test serves (`gunicorn -c deploy/gunicorn.conf.py tests.support.hub_block_app:app`)."""
 
 from __future__ import annotations
 

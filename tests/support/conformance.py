@@ -7,8 +7,8 @@ How it works:
 
 * ``pytest_sessionstart`` picks the capture directory -- ``$AGUI_CAPTURE_DIR`` if set, else
   ``tests/artifacts/streams/`` (git-ignored; upload it as a CI artifact) -- deletes the ``*.sse``
-  files a previous session left there, and hands it to :mod:`tests.agui_checks`.
-* Every stream that passes ``tests.agui_checks.assert_valid_agui_stream`` is written there
+  files a previous session left there, and hands it to :mod:`tests.support.agui_checks`.
+* Every stream that passes ``tests.support.agui_checks.assert_valid_agui_stream`` is written there
   (exact bytes; gunicorn e2e tests pass ``resp.raw.read()`` / ``resp.content``).
 * ``pytest_sessionfinish`` runs ``node tests/conformance/verify_streams.mjs --quiet <dir>`` once
   for all captured streams. Any rejected stream fails the session (exit status 1) and its file,
@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from tests import agui_checks
+from tests.support import agui_checks
 
 __all__ = [
     "CONFORMANCE_DIR",
@@ -46,7 +46,7 @@ __all__ = [
     "run_node_verifier",
 ]
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 CONFORMANCE_DIR = TESTS_DIR / "conformance"
 VERIFY_SCRIPT = CONFORMANCE_DIR / "verify_streams.mjs"
 NODE_MODULES = CONFORMANCE_DIR / "node_modules"

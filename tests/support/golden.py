@@ -7,7 +7,7 @@ from pathlib import Path
 from agui_bridge.a2a.signals import A2AEvent, decode_message
 from agui_bridge.protocol.sse_parser import SseParser
 
-TRANSCRIPTS_DIR = Path(__file__).resolve().parent / "fixtures" / "a2a-transcripts"
+TRANSCRIPTS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "a2a-transcripts"
 
 
 def transcript_bytes(name: str) -> bytes:

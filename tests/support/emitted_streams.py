@@ -8,6 +8,7 @@ from the events (which it sends back on the next run).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from agui_bridge.a2a.signals import A2AEvent, unwrap
@@ -17,7 +18,7 @@ from agui_bridge.projection.interrupts import build_interrupt, collect_inputs
 from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.protocol.sse_parser import SseParser
-from tests.golden import transcript_bytes
+from tests.support.golden import transcript_bytes
 
 #: Keys whose string values are kernel ids (A2A bodies, iac_code metadata, Pipeline envelopes).
 KERNEL_ID_KEYS = frozenset(
@@ -25,8 +26,9 @@ KERNEL_ID_KEYS = frozenset(
 )
 
 
-def drive(text: str, answers: list[tuple[str, ...]]) -> list[sc.Step]:
+def drive(text: str, answers: Sequence[tuple[str, ...]]) -> list[sc.Step]:
     """Run a demo script, answering each ``Ask``/``WaitSideband`` with the next tuple of ``answers``."""
+    answers = list(answers)
     script = sc.script_for(text)
     steps: list[sc.Step] = []
     outcome: object = None

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import gc
+import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
-from tests import bridge_harness
-from tests.bridge_harness import BridgeServer
+from tests.support.harness import BridgeServer
 
 
 class RunningProcess:
@@ -30,8 +31,8 @@ class Healthy:
 
 
 def test_starting_a_bridge_leaves_its_log_file_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bridge_harness.subprocess, "Popen", RunningProcess)
-    monkeypatch.setattr(bridge_harness.requests, "get", lambda *_a, **_k: Healthy())
+    monkeypatch.setattr(subprocess, "Popen", RunningProcess)
+    monkeypatch.setattr(requests, "get", lambda *_a, **_k: Healthy())
     (tmp_path / "state").mkdir()
     server = BridgeServer(None, None, tmp_path / "state", None)
     with warnings.catch_warnings(record=True) as caught:

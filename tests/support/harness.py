@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -21,15 +22,24 @@ import requests
 from agui_bridge.demo.testing import free_port
 from agui_bridge.protocol.sse_parser import SseMessage, SseParser
 from agui_bridge.testing import run_input
-from tests.agui_checks import assert_valid_agui_stream
-from tests.hub_guard import ENV_NAME as HUB_WATCHDOG_ENV
-from tests.hub_guard import GUARD, THRESHOLD_MS
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.hub_guard import ENV_NAME as HUB_WATCHDOG_ENV
+from tests.support.hub_guard import GUARD, THRESHOLD_MS
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 #: A minimal RunAgentInput as the protocol reference shows it: the same builder users get.
 run_body = run_input
+
+
+def readme_example_body() -> dict[str, Any]:
+    """The run input of the README's curl example, as a user copies it."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"curl -N http://127\.0\.0\.1:8000/.*?-d '(\{.*?\})'", readme, re.S)
+    assert match, "the README must show a curl -N example"
+    body: dict[str, Any] = json.loads(match.group(1))
+    return body
 
 
 def new_thread_id() -> str:
@@ -91,7 +101,7 @@ class BridgeServer:
             env.pop("IAC_CODE_AGUI_ALLOWED_CWDS", None)
         if self.a2a_token:
             env["IAC_CODE_AGUI_A2A_TOKEN"] = self.a2a_token
-        # Every gevent server of the suite runs the hub watchdog; a report fails the test (tests/hub_guard.py).
+        # Every gevent server of the suite runs the hub watchdog; a report fails the test (tests/support/hub_guard.py).
         env[HUB_WATCHDOG_ENV] = str(THRESHOLD_MS)
         for key, value in self.options.pop("env", {}).items():
             env[key] = value
@@ -268,8 +278,15 @@ class WsgiHost(BridgeServer):
         if self.kind == "gthread":
             return [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn-gthread.conf.py",
                     "--threads", str(HOST_THREADS), "wsgi:app"]  # fmt: skip
-        if self.kind == "gevent-hub-block":  # the gevent worker, serving tests/hub_block_app.py
-            return [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "tests.hub_block_app:app"]
+        if self.kind == "gevent-hub-block":  # the gevent worker, serving tests/support/hub_block_app.py
+            return [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "deploy/gunicorn.conf.py",
+                "tests.support.hub_block_app:app",
+            ]
         if self.kind == "waitress":
             return [sys.executable, "-m", "waitress", f"--listen=127.0.0.1:{self.port}",
                     f"--threads={HOST_THREADS}", "wsgi:app"]  # fmt: skip

@@ -2,7 +2,7 @@
 
 Usage in a test (bytes exactly as the server sent them)::
 
-    from tests.agui_checks import assert_valid_agui_stream, event_types
+    from tests.support.agui_checks import assert_valid_agui_stream, event_types
 
     raw = resp.raw.read()            # requests, stream=True; or resp.content
     events = assert_valid_agui_stream(raw, expect_terminal="RUN_FINISHED")
@@ -34,7 +34,7 @@ docs/design.md#decision-agui-1-0-clients, docs/design.md#projection):
   the official verifier, which only checks at RUN_FINISHED).
 
 Streams that pass are also written to the session's capture directory (see
-``tests/conftest_conformance.py``), where the Node verifier replays them through the official
+``tests/support/conformance.py``), where the Node verifier replays them through the official
 ``@ag-ui/client`` 1.0 pipeline at the end of the pytest session.
 """
 

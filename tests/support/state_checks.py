@@ -111,7 +111,7 @@ def assert_state_clean(state_dir: Path, needles: dict[str, str]) -> list[Path]:
 
 
 def assert_documented_document(path: Path) -> dict[str, Any]:
-    document = json.loads(path.read_text(encoding="utf-8"))
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     keys = set(document)
     assert keys >= DOCUMENTED_KEYS, f"missing {sorted(DOCUMENTED_KEYS - keys)}"
     assert keys <= DOCUMENTED_KEYS | OPTIONAL_KEYS, (

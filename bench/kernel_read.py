@@ -14,7 +14,10 @@ exactly as the bridge does, in this process (the upstream is another process):
 
 Prints one JSON line per reader: CPU per event (median of reps), events, batches.
 
-Usage: python bench/kernel_read.py [--deltas 20000] [--reps 5] [--readers client,urllib3_read1,h11]
+With `--short-turns N`, also the client's CPU per streaming call of a 0-delta turn (open, read, close),
+N calls on one client: what a call costs besides its events.
+
+Usage: python bench/kernel_read.py [--deltas 20000] [--reps 5] [--readers client,urllib3_read1,h11] [--short-turns 300]
 """
 
 from __future__ import annotations
@@ -201,11 +204,27 @@ def measure(reader: Callable[[int, int], Iterator[list[A2AEvent]]], port: int, d
     return {"cpu_us_per_event": cpu / events * 1e6, "events": events, "batches": batches}
 
 
+def short_turns(port: int, count: int) -> dict[str, float]:
+    """CPU per streaming call of a 0-delta turn (open, read to the end, close) on one kept-alive client."""
+    client = A2AClient(f"http://127.0.0.1:{port}/", None)
+    try:
+        cpu0 = time.process_time()
+        for _ in range(count):
+            stream = client.open_stream("SendStreamingMessage", params(0))
+            for _batch in stream.batches():
+                pass
+            stream.close()
+        return {"cpu_us_per_call": round((time.process_time() - cpu0) / count * 1e6, 1), "calls": count}
+    finally:
+        client.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--deltas", type=int, default=20_000)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--readers", default=",".join(READERS))
+    parser.add_argument("--short-turns", type=int, default=0, help="also: CPU per call of N 0-delta turns (client)")
     args = parser.parse_args()
     upstream = subprocess.Popen(
         [sys.executable, str(BENCH_DIR / "replay_upstream.py"), "--host", "127.0.0.1", "--port", "0"],
@@ -230,6 +249,9 @@ def main() -> int:
                 "max": round(max(r["cpu_us_per_event"] for r in reps), 2),
                 "events": reps[0]["events"], "batches": reps[0]["batches"],
             }))  # fmt: skip
+        if args.short_turns:
+            short_turns(port, 20)  # warm-up
+            print(json.dumps({"reader": "client", "short_turns": short_turns(port, args.short_turns)}))
     finally:
         os.kill(upstream.pid, signal.SIGTERM)
         upstream.wait(timeout=10)

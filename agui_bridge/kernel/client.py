@@ -1,9 +1,11 @@
 """The A2A 1.0 JSON-RPC client (the only module that imports requests).
 
-One `requests.Session` per process, created after fork, blind to proxy variables and netrc, with a
-pool large enough for every open stream plus the unary calls made while streams are open
-(docs/design.md#a2a-transport). Streams use a (connect, read) timeout whose read part exceeds the
-kernel's 15 s `: ping`, so long silent turns survive while a dead peer is still noticed.
+One client per process, created after fork (docs/design.md#a2a-transport). Unary calls use a
+`requests.Session` blind to proxy variables and netrc, and its urllib3 pool; streaming calls use
+kept-alive sockets of the client's own, parsed by `kernel/exchange.py`, since no public API of urllib3
+hands a chunked body over a network read at a time (docs/design.md#a2a-stream-batches). Streams use a
+(connect, read) timeout whose read part exceeds the kernel's 15 s `: ping`, so long silent turns survive
+while a dead peer is still noticed.
 
 Every failure leaves this module as one of the typed errors of `a2a/errors.py`; replies of the
 iac-code HTTP extensions are parsed here, so callers see a result or a typed error, never a status.

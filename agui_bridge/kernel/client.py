@@ -262,6 +262,7 @@ class A2AClient:
         self._session.close()
         with self._idle_lock:
             idle, self._idle = self._idle, []
+            self._idle_max = 0  # a stream that ends later closes its connection instead of keeping it
         for sock in idle:
             sock.close()
 

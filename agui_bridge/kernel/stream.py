@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 #: with 64 KiB reads the thousands of decoded events this held outlived the young GC generations and
 #: brought on full collections (docs/design.md#a2a-stream-batches).
 STREAM_READ_SIZE = 8192
+#: Most bytes of one SSE record (the parser keeps an unfinished one): the kernel's largest, the final
+#: full-text echo of a turn, stays far below it.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 
 class A2AStream:
@@ -41,6 +44,7 @@ class A2AStream:
 
     def batches(self) -> Iterator[list[A2AEvent]]:
         response = self._response
+        pending = 0  # bytes fed since the last record came out
         try:
             while True:
                 data = response.read()
@@ -51,7 +55,12 @@ class A2AStream:
                 if data:
                     messages = self._parser.feed(data)
                     if messages:
+                        pending = 0
                         yield [decode_message(m) for m in messages]
+                    else:
+                        pending += len(data)
+                        if pending > MAX_RECORD_BYTES:
+                            raise A2ATransportError("A2A stream broke: an SSE record without end")
                 if response.done:
                     break
             tail = self._parser.close()
@@ -90,4 +99,4 @@ class A2AStream:
                 log.debug("closing the A2A stream failed", exc_info=True)
 
 
-__all__ = ["STREAM_READ_SIZE", "A2AStream"]
+__all__ = ["MAX_RECORD_BYTES", "STREAM_READ_SIZE", "A2AStream"]

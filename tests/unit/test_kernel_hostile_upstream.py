@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from agui_bridge.a2a.errors import A2ABadReply, A2ATransportError
+from agui_bridge.kernel import stream as kernel_stream
 from agui_bridge.kernel.client import MAX_REPLY_BYTES, A2AClient
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -105,6 +106,17 @@ def test_a_broken_body_breaks_the_stream(pieces: object) -> None:
     assert callable(pieces)
     kernel, client = serve(pieces())
     with pytest.raises(A2ATransportError, match="A2A stream broke"):
+        drain(client)
+    client.close()
+    kernel.thread.join(timeout=30)
+    assert kernel.sent < OFFERED
+
+
+def test_an_sse_record_without_end_breaks_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernel_stream, "MAX_RECORD_BYTES", 256 * 1024)
+    line = chunk(b"v" * 4096)
+    kernel, client = serve(endless(HEAD + chunk(RECORD) + chunk(b"data: "), line))
+    with pytest.raises(A2ATransportError, match="SSE record without end"):
         drain(client)
     client.close()
     kernel.thread.join(timeout=30)

@@ -166,3 +166,27 @@ def test_a_stream_aborted_from_another_thread_wakes_its_reader() -> None:
     assert len(failures) == 1 and isinstance(failures[0], A2ATransportError)
     client.close()
     kernel.server.close()
+
+
+def test_a_kept_connection_the_kernel_closed_meanwhile_is_replaced() -> None:
+    """The kernel may close an idle keep-alive connection; the next stream connects again instead of failing."""
+    served: list[threading.Event] = [threading.Event(), threading.Event()]
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve_each_once() -> None:
+        for done in served:
+            conn, _ = server.accept()
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                conn.sendall(HEAD + chunk(RECORD) + b"0\r\n\r\n")
+            done.set()  # closed after a body that allowed keep-alive
+
+    threading.Thread(target=serve_each_once, daemon=True).start()
+    client = A2AClient(f"http://127.0.0.1:{server.getsockname()[1]}/", None)
+    for done in served:
+        drain(client)
+        assert done.wait(timeout=30)
+    client.close()
+    server.close()

@@ -164,10 +164,12 @@ class A2AClient:
             sock.sendall(head + body)
             response = Response(sock.recv, STREAM_READ_SIZE)
             response.read_head()
-        except EXCHANGE_ERRORS as exc:
+        except BaseException as exc:  # a failure, or a greenlet killed meanwhile: the socket is not kept
             if sock is not None:
                 sock.close()
-            raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
+            if isinstance(exc, EXCHANGE_ERRORS):
+                raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
+            raise
         return response, sock
 
     @tracing.traced(_rpc_span, _rpc_attributes, client=True)

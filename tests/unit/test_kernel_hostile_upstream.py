@@ -12,6 +12,7 @@ import pytest
 from agui_bridge.a2a.errors import A2ABadReply, A2ATransportError
 from agui_bridge.kernel import stream as kernel_stream
 from agui_bridge.kernel.client import MAX_REPLY_BYTES, A2AClient
+from agui_bridge.kernel.exchange import Response
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 RECORD = (
@@ -188,5 +189,30 @@ def test_a_kept_connection_the_kernel_closed_meanwhile_is_replaced() -> None:
     for done in served:
         drain(client)
         assert done.wait(timeout=30)
+    client.close()
+    server.close()
+
+
+class Killed(BaseException):
+    """What a killed greenlet raises at its blocking read (GreenletExit is a BaseException)."""
+
+
+def test_a_caller_killed_while_waiting_for_the_head_leaves_no_socket_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def killed(_response: Response) -> None:
+        raise Killed
+
+    monkeypatch.setattr(Response, "read_head", killed)
+    client = A2AClient(f"http://127.0.0.1:{server.getsockname()[1]}/", None)
+    with pytest.raises(Killed):
+        client.open_stream("SendStreamingMessage", {"message": {}})
+    conn, _ = server.accept()
+    with conn:
+        conn.settimeout(30)
+        received = b""
+        while more := conn.recv(65536):  # ends once the client closed its socket
+            received += more
+    assert received.startswith(b"POST / HTTP/1.1\r\n")
     client.close()
     server.close()

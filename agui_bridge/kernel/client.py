@@ -1,9 +1,11 @@
 """The A2A 1.0 JSON-RPC client (the only module that imports requests).
 
-One `requests.Session` per process, created after fork, blind to proxy variables and netrc, with a
-pool large enough for every open stream plus the unary calls made while streams are open
-(docs/design.md#a2a-transport). Streams use a (connect, read) timeout whose read part exceeds the
-kernel's 15 s `: ping`, so long silent turns survive while a dead peer is still noticed.
+One client per process, created after fork (docs/design.md#a2a-transport). Unary calls use a
+`requests.Session` blind to proxy variables and netrc, and its urllib3 pool; streaming calls use
+kept-alive sockets of the client's own, parsed by `kernel/exchange.py`, since no public API of urllib3
+hands a chunked body over a network read at a time (docs/design.md#a2a-stream-batches). Streams use a
+(connect, read) timeout whose read part exceeds the kernel's 15 s `: ping`, so long silent turns survive
+while a dead peer is still noticed.
 
 Every failure leaves this module as one of the typed errors of `a2a/errors.py`; replies of the
 iac-code HTTP extensions are parsed here, so callers see a result or a typed error, never a status.
@@ -13,15 +15,17 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3 import Timeout
+from urllib3 import BaseHTTPResponse, Timeout
 from urllib3.exceptions import HTTPError as Urllib3Error
-from urllib3.util import parse_url
+from urllib3.util import parse_url, wait_for_read
 
 from agui_bridge.a2a.errors import (
     BACKUP_NOT_READY,
@@ -33,8 +37,9 @@ from agui_bridge.a2a.errors import (
 )
 from agui_bridge.a2a.signals import A2AEvent, unwrap
 from agui_bridge.config.loopback import normalise_upstream_url
+from agui_bridge.kernel.exchange import EXCHANGE_ERRORS, Endpoint, Response, header_lines, request_head
 from agui_bridge.kernel.outgoing import direct_session
-from agui_bridge.kernel.stream import A2AStream
+from agui_bridge.kernel.stream import STREAM_READ_SIZE, A2AStream
 from agui_bridge.observability import tracing
 from agui_bridge.protocol.sse_parser import decode_data
 
@@ -43,6 +48,11 @@ log = logging.getLogger(__name__)
 A2A_VERSION_HEADER = ("A2A-Version", "1.0")
 ENSURE_RESTORED_PATH = "iac-code/session/ensure-restored"
 PIPELINE_STATE_PATH = "iac-code/pipeline/state"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+#: Largest JSON answer read whole from a streaming call (an error object, or a task instead of a stream).
+MAX_REPLY_BYTES = 1024 * 1024
+#: What reading and decoding such an answer may raise (a JSON error is a ValueError).
+REPLY_ERRORS: tuple[type[Exception], ...] = (ValueError, *EXCHANGE_ERRORS)
 
 
 def _rpc_span(_client: object, method: str, *_args: object, **_kwargs: object) -> str:
@@ -76,15 +86,25 @@ class A2AClient:
         self._session.headers.update({A2A_VERSION_HEADER[0]: A2A_VERSION_HEADER[1]})
         if token:
             self._session.headers["Authorization"] = f"Bearer {token}"
-        # JSON-RPC calls go straight to the session's urllib3 pool (docs/design.md#a2a-rpc-direct): what
+        # Unary JSON-RPC calls go straight to the session's urllib3 pool (docs/design.md#a2a-rpc-direct): what
         # requests would work out per call (headers, URL, timeouts) is worked out here, once.
         self._adapter = adapter
-        self._pool: Any = None  # the kernel's connection pool in the adapter's pool manager, looked up once
-        self._rpc_path = parse_url(self.base_url).request_uri
+        url = parse_url(self.base_url)
+        self._rpc_path = url.request_uri
         self._rpc_headers = {**self._session.headers, "Content-Type": "application/json"}
         self._rpc_headers["Accept-Encoding"] = "identity"  # the stream is read at the framing level
-        self._stream_timeouts = Timeout(connect=connect_timeout_s, read=read_timeout_s)
         self._call_timeouts = Timeout(connect=connect_timeout_s, read=call_timeout_s)
+        self._stream_timeouts = Timeout(connect=connect_timeout_s, read=read_timeout_s)
+        # Streaming calls use connections of their own, parsed by httptools (docs/design.md#a2a-stream-batches).
+        self._endpoint = Endpoint(
+            url.scheme or "http", url.host or "", url.port or DEFAULT_PORTS[url.scheme or "http"],
+            connect_timeout_s, read_timeout_s,
+        )  # fmt: skip
+        text_headers = {name: v if isinstance(v, str) else v.decode("latin-1") for name, v in self._rpc_headers.items()}
+        self._stream_head = request_head(self._rpc_path, url.netloc or "", text_headers)
+        self._idle: list[socket.socket] = []  # kept-alive stream connections, most recent last
+        self._idle_lock = threading.Lock()
+        self._idle_max = pool_maxsize
 
     @staticmethod
     def _envelope(method: str, params: dict[str, Any]) -> bytes:
@@ -94,36 +114,80 @@ class A2AClient:
         except TypeError:  # orjson.JSONEncodeError (a non-string key, an integer beyond 64 bits)
             return json.dumps(envelope, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
-    def _post(self, body: bytes, timeout: Timeout, *, stream: bool) -> Any:
-        """POST one JSON-RPC call to the kernel's pooled keep-alive connection; the urllib3 response."""
+    def _post(self, body: bytes, timeout: Timeout) -> BaseHTTPResponse:
+        """POST one unary JSON-RPC call on the session's pooled keep-alive connections; the read response."""
         headers = self._rpc_headers
         traced = tracing.headers()
         if traced:
             headers = {**headers, **traced}
         try:
-            pool = self._pool
-            if pool is None or pool.pool is None:  # first call, or the pool manager closed it (`close()`)
-                pool = self._pool = self._adapter.poolmanager.connection_from_url(self.base_url)
-            return pool.urlopen(
+            pool = self._adapter.poolmanager.connection_from_url(self.base_url)  # a new pool once the old closed
+            response: BaseHTTPResponse = pool.urlopen(
                 "POST", self._rpc_path, body=body, headers=headers, retries=False, redirect=False,
-                assert_same_host=False, timeout=timeout, preload_content=not stream, decode_content=not stream,
-                release_conn=not stream,
+                assert_same_host=False, timeout=timeout,
             )  # fmt: skip
+            return response
         except (Urllib3Error, OSError) as exc:
             raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
+
+    # ---- streaming calls: connections of their own ------------------------------------------------------
+
+    def _checkout(self) -> socket.socket:
+        """A kept-alive stream connection the kernel has not closed meanwhile, else a new one."""
+        while True:
+            with self._idle_lock:
+                sock = self._idle.pop() if self._idle else None
+            if sock is None:
+                return self._endpoint.connect()
+            if not wait_for_read(sock, timeout=0.0):  # readable while idle: closed by the kernel (or junk)
+                return sock
+            sock.close()
+
+    def _checkin(self, sock: socket.socket) -> None:
+        """Keep a connection whose last response was read cleanly to its end, for the next stream."""
+        with self._idle_lock:
+            if len(self._idle) < self._idle_max:
+                self._idle.append(sock)
+                return
+        sock.close()
+
+    def _send_stream_call(self, body: bytes) -> tuple[Response, socket.socket]:
+        """POST a streaming call and read the head of the answer."""
+        head = self._stream_head
+        traced = tracing.headers()
+        sock: socket.socket | None = None
+        try:
+            if traced:
+                head += header_lines(traced)
+            head += b"Content-Length: %d\r\n\r\n" % len(body)
+            sock = self._checkout()
+            sock.sendall(head + body)
+            response = Response(sock.recv, STREAM_READ_SIZE)
+            response.read_head()
+        except BaseException as exc:  # a failure, or a greenlet killed meanwhile: the socket is not kept
+            if sock is not None:
+                sock.close()
+            if isinstance(exc, EXCHANGE_ERRORS):
+                raise A2ATransportError(f"A2A request failed: {type(exc).__name__}") from exc
+            raise
+        return response, sock
 
     @tracing.traced(_rpc_span, _rpc_attributes, client=True)
     def open_stream(self, method: str, params: dict[str, Any]) -> A2AStream:
         """POST a streaming JSON-RPC call; JSON-RPC errors (HTTP 200 JSON) raise A2ARpcError."""
-        raw = self._post(self._envelope(method, params), self._stream_timeouts, stream=True)
-        stream = A2AStream(raw)
-        if raw.status >= 400:
+        response, sock = self._send_stream_call(self._envelope(method, params))
+        stream = A2AStream(response, sock, self._checkin)
+        if response.status >= 400:
             stream.close()
-            raise A2ATransportError(f"A2A answered HTTP {raw.status}")
-        if "text/event-stream" not in raw.headers.get("Content-Type", ""):
+            raise A2ATransportError(f"A2A answered HTTP {response.status}")
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding != "identity":  # asked for identity; a compressed stream would need an unbounded inflater
+            stream.close()
+            raise A2ABadReply(f"A2A answered with content encoding {encoding[:40]!r}")
+        if "text/event-stream" not in response.headers.get("content-type", ""):
             try:
-                payload = decode_data(raw.read(decode_content=True))
-            except (ValueError, Urllib3Error, OSError) as exc:
+                payload = decode_data(response.read_all(MAX_REPLY_BYTES))
+            except REPLY_ERRORS as exc:
                 raise A2ABadReply("A2A answered with a body that is not JSON") from exc
             finally:
                 stream.close()
@@ -137,9 +201,7 @@ class A2AClient:
 
         `long` uses the stream read timeout: a unary `SendMessage` returns only when the turn ends.
         """
-        raw = self._post(
-            self._envelope(method, params), self._stream_timeouts if long else self._call_timeouts, stream=False
-        )
+        raw = self._post(self._envelope(method, params), self._stream_timeouts if long else self._call_timeouts)
         if raw.status >= 400:
             raise A2ATransportError(f"A2A answered HTTP {raw.status}")
         try:
@@ -200,6 +262,11 @@ class A2AClient:
 
     def close(self) -> None:
         self._session.close()
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+            self._idle_max = 0  # a stream that ends later closes its connection instead of keeping it
+        for sock in idle:
+            sock.close()
 
 
 def check_restore_reply(status: int, body: object) -> None:

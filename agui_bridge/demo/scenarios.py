@@ -13,6 +13,13 @@ scenario   keywords (case-insensitive, substring)  what the turn does
 =========  ======================================  =================================================
 long       ``[LONG <n>]``                          n text deltas as fast as possible (1..100000),
                                                    usage, final echo, INPUT_REQUIRED
+markdown   ``[markdown]``                          a Markdown answer (heading, list, table, inline
+                                                   code, a link, a fenced yaml template) in small
+                                                   deltas, the template as an inline artifact, usage,
+                                                   final
+echo       ``[echo]``                              the user's text after the marker, verbatim, in
+                                                   7-character deltas (for rendering tests), usage,
+                                                   final
 pipeline   ``pipeline`` (or the message metadata   the "selling" Pipeline: requirements, two parallel
            ``iac_code.run_mode == "pipeline"``,    candidates, a candidate_selection input, deploy
            which wins over every keyword)          with a sideband permission (task stays WORKING);
@@ -107,13 +114,15 @@ class Artifact:
     """A produced file, sent as an ``artifactUpdate`` with the kernel's artifact metadata.
 
     With ``tool_use_id`` the next ``completed`` event of that tool carries ``tool.artifact`` (as in
-    ``iac-c-resume-allow.sse``).
+    ``iac-c-resume-allow.sse``). With ``inline`` the part carries the content itself (a ``text`` part)
+    instead of the kernel's ``iac-code-artifact://`` URL, for clients that show artifacts inline.
     """
 
     name: str
     content: str
     media_type: str = "text/plain"
     tool_use_id: str | None = None
+    inline: bool = False
 
     @property
     def byte_size(self) -> int:
@@ -333,6 +342,52 @@ def split_deltas(text: str, count: int) -> list[str]:
     lines = text.splitlines(keepends=True)
     per = max(1, -(-len(lines) // max(1, count)))
     return ["".join(lines[i : i + per]) for i in range(0, len(lines), per)]
+
+
+MARKDOWN_ANSWER = f"""## A VPC template
+
+This template creates:
+
+- one **VPC** (`192.168.0.0/16`)
+- one *VSwitch* in the zone you choose
+
+| Resource | Type | CIDR |
+|---|---|---:|
+| Vpc | `ALIYUN::ECS::VPC` | 192.168.0.0/16 |
+| VSwitch | `ALIYUN::ECS::VSwitch` | 192.168.1.0/24 |
+
+```yaml
+{VPC_TEMPLATE}```
+
+Deploy it with `aliyun ros CreateStack`; see the [ROS documentation](https://www.alibabacloud.com/help/en/ros/).
+"""
+
+
+def split_fixed(text: str, size: int) -> list[str]:
+    """``text`` in pieces of ``size`` characters (cutting through words and markup, as a model does)."""
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _markdown(_text: str) -> Script:
+    """A Markdown answer as an IaC agent writes it, and its template as an inline artifact."""
+    for delta in split_fixed(MARKDOWN_ANSWER, 9):
+        yield Text(delta)
+    yield Artifact(name="vpc.ros.yaml", content=VPC_TEMPLATE, media_type="application/yaml", inline=True)
+    yield Usage(input_tokens=420, output_tokens=260)
+    yield Final()
+
+
+_ECHO_MARKER = "[echo]"
+
+
+def _echo(text: str) -> Script:
+    """The text after ``[echo]``, verbatim: lets a test choose what the agent writes."""
+    at = text.lower().find(_ECHO_MARKER)
+    answer = text[at + len(_ECHO_MARKER) :].lstrip(" ") if at >= 0 else text
+    for delta in split_fixed(answer or "(nothing to echo)", 7):
+        yield Text(delta)
+    yield Usage()
+    yield Final()
 
 
 def _iac(_text: str) -> Script:
@@ -903,6 +958,8 @@ def _pipeline(text: str) -> Script:
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("long", ("[long ",), _long, "[LONG <n>]: n text deltas as fast as possible"),
+    Scenario("markdown", ("[markdown]",), _markdown, "a Markdown answer with a yaml template, and the template inline"),
+    Scenario("echo", ("[echo]",), _echo, "the text after [echo], verbatim, in small deltas"),
     Scenario("pipeline", ("pipeline",), _pipeline, "the selling Pipeline with a selection and a sideband permission"),
     Scenario("mixed", ("[mixed]",), _mixed, "reasoning, text, a tool with progress, an artifact, more text"),
     Scenario("fail", ("fail",), _fail, "WORKING then TASK_STATE_FAILED with metadata.iac_code.error"),

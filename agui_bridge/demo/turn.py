@@ -208,7 +208,11 @@ class Turn:
         }
         if self.cwd:
             meta["sourcePath"] = f"{self.cwd.rstrip('/')}/{step.name}"
-        part = Part(url=uri, filename=step.name, media_type=step.media_type, metadata=meta)
+        part = (
+            Part(text=step.content, filename=step.name, media_type=step.media_type, metadata=meta)
+            if step.inline
+            else Part(url=uri, filename=step.name, media_type=step.media_type, metadata=meta)
+        )
         artifact = A2AArtifact(artifact_id=artifact_id, name=step.name, parts=[part], metadata=meta)
         event = TaskArtifactUpdateEvent(
             task_id=self.task_id, context_id=self.context_id, artifact=artifact, last_chunk=True

@@ -40,6 +40,8 @@ from agui_bridge.demo import scenarios as sc
         ("show me the candidates", "candidates"),
         ("choose a vpc", "candidates"),
         ("permission to fail", "fail"),
+        ("[MARKDOWN] a vpc template", "markdown"),
+        ("[echo] <script>slow fail template</script>", "echo"),
     ],
 )
 def test_select_scenario(text: str, expected: str) -> None:
@@ -257,3 +259,18 @@ def test_mixed_script_streams_every_kind_in_one_turn() -> None:
 @pytest.mark.parametrize("text", ["[mixed]", "[MIXED] a slow tool that may fail to think", "a [Mixed] template"])
 def test_mixed_marker_wins_over_the_single_kind_keywords(text: str) -> None:
     assert sc.select_scenario(text).name == "mixed"
+
+
+def _texts(text: str) -> str:
+    return "".join(step.delta for step in sc.script_for(text) if isinstance(step, sc.Text))
+
+
+def test_echo_writes_the_text_after_its_marker_verbatim() -> None:
+    assert _texts("[ECHO] <b>x</b>\n```yaml\na: 1\n```") == "<b>x</b>\n```yaml\na: 1\n```"
+    assert all(len(s.delta) <= 7 for s in sc.script_for("[echo] " + "y" * 50) if isinstance(s, sc.Text))
+
+
+def test_the_markdown_answer_fences_the_template_and_hands_it_over_inline() -> None:
+    assert f"```yaml\n{sc.VPC_TEMPLATE}```\n" in _texts("[markdown]") == sc.MARKDOWN_ANSWER
+    (artifact,) = [step for step in sc.script_for("[markdown]") if isinstance(step, sc.Artifact)]
+    assert artifact.inline and artifact.content == sc.VPC_TEMPLATE and artifact.media_type == "application/yaml"

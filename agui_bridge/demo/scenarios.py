@@ -20,6 +20,9 @@ markdown   ``[markdown]``                          a Markdown answer (heading, l
 echo       ``[echo]``                              the user's text after the marker, verbatim, in
                                                    7-character deltas (for rendering tests), usage,
                                                    final
+big_tool   ``[big tool]``                          text, a ``read_template`` call with long JSON
+                                                   arguments and the VPC template as its result,
+                                                   text, usage, final
 pipeline   ``pipeline`` (or the message metadata   the "selling" Pipeline: requirements, two parallel
            ``iac_code.run_mode == "pipeline"``,    candidates, a candidate_selection input, deploy
            which wins over every keyword)          with a sideband permission (task stays WORKING);
@@ -386,6 +389,25 @@ def _echo(text: str) -> Script:
     answer = text[at + len(_ECHO_MARKER) :].lstrip(" ") if at >= 0 else text
     for delta in split_fixed(answer or "(nothing to echo)", 7):
         yield Text(delta)
+    yield Usage()
+    yield Final()
+
+
+BIG_TOOL_USE_ID = "call_demo_big_1"
+
+
+def _big_tool(_text: str) -> Script:
+    """A tool call whose arguments and result are long (clients show them collapsed)."""
+    tid, name = BIG_TOOL_USE_ID, "read_template"
+    tool_input = {
+        "path": "vpc.ros.yaml",
+        "parameters": {f"Parameter{i}": {"Type": "String", "Default": f"value-{i}"} for i in range(1, 9)},
+    }
+    yield Text("Reading the template. ")
+    yield Tool("started", tid, {"name": name})
+    yield Tool("input_complete", tid, {"name": name, "toolInput": tool_input})
+    yield Tool("completed", tid, {"name": name, "result": VPC_TEMPLATE})
+    yield Text("It defines a VPC and a VSwitch.")
     yield Usage()
     yield Final()
 
@@ -960,6 +982,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("long", ("[long ",), _long, "[LONG <n>]: n text deltas as fast as possible"),
     Scenario("markdown", ("[markdown]",), _markdown, "a Markdown answer with a yaml template, and the template inline"),
     Scenario("echo", ("[echo]",), _echo, "the text after [echo], verbatim, in small deltas"),
+    Scenario("big_tool", ("[big tool]",), _big_tool, "a tool call with long JSON arguments and a long result"),
     Scenario("pipeline", ("pipeline",), _pipeline, "the selling Pipeline with a selection and a sideband permission"),
     Scenario("mixed", ("[mixed]",), _mixed, "reasoning, text, a tool with progress, an artifact, more text"),
     Scenario("fail", ("fail",), _fail, "WORKING then TASK_STATE_FAILED with metadata.iac_code.error"),

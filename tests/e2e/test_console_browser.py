@@ -422,3 +422,24 @@ def test_a_20000_delta_answer_renders_completely_while_the_page_stays_responsive
     assert len(words) == 20000
     assert words[:4] == ["alpha", "beta", "gamma", "delta"] and words[-1] == "delta"
     assert_no_page_errors(driver)
+
+
+def test_long_tool_arguments_and_results_are_pretty_json_collapsed(
+    driver: Any, console_bridge: BridgeServer, workspace: Path
+) -> None:
+    open_console(driver, console_bridge, workspace)
+    send_message(driver, "[big tool]")
+    final_answer(driver)
+    tool = css(driver, "[data-tool-call-id='call_demo_big_1'][data-status='done']")[0]
+    args, result = tool.find_elements("css selector", "details.collapsible")
+    assert args.get_attribute("open") is None and result.get_attribute("open") is None  # collapsed
+    assert re.fullmatch(r"arguments \(\d+ lines\)", args.find_element("css selector", "summary").text)
+    shown = args.find_element("css selector", "pre.args > code.language-json").get_attribute("textContent")
+    assert shown.startswith('{\n  "parameters": {\n    "Parameter1": {\n      "Default": "value-1",\n')
+    assert shown.endswith('\n  },\n  "path": "vpc.ros.yaml"\n}')
+    assert css(driver, "[data-tool-call-id='call_demo_big_1'] pre.args span[class^='hljs-']")  # highlighted
+    assert result.find_element("css selector", "pre.result").get_attribute("textContent") == VPC_TEMPLATE
+    args.find_element("css selector", "summary").click()
+    assert args.get_attribute("open") is not None and '"Parameter8"' in args.text
+    shoot(driver, "console-tool-json")
+    assert_no_page_errors(driver)

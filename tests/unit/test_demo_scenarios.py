@@ -42,6 +42,7 @@ from agui_bridge.demo import scenarios as sc
         ("permission to fail", "fail"),
         ("[MARKDOWN] a vpc template", "markdown"),
         ("[echo] <script>slow fail template</script>", "echo"),
+        ("[BIG TOOL] for a template", "big_tool"),
     ],
 )
 def test_select_scenario(text: str, expected: str) -> None:

@@ -233,29 +233,73 @@ function addNote(text) {
   ui.transcript.append(el("div", { class: "note", text }));
 }
 
-// Text arrives in deltas but is shown as a whole: a view keeps the message's text and re-renders it on
-// a timer (never more than once per RENDER_INTERVAL_MS), so 20,000 deltas cost a few dozen renderings.
+// Text arrives in deltas but is shown as a whole: a view keeps the message's text and re-renders it on a
+// timer, never per delta: at most every RENDER_INTERVAL_MS, and never more than a third of the time (the
+// wait grows with what the last rendering cost), so 20,000 deltas cost a few dozen renderings.
 function streamedView(body, draw) {
-  const view = { body, text: "", timer: 0, drawnAt: -Infinity };
+  const view = { body, text: "", timer: 0, drawnAt: -Infinity, cost: 0 };
   view.draw = (final) => {
     clearTimeout(view.timer);
     view.timer = 0;
-    view.drawnAt = performance.now();
+    const started = performance.now();
     draw(view, final);
+    view.drawnAt = performance.now();
+    view.cost = view.drawnAt - started;
     if (state.running) scrollToEnd();
   };
   view.append = (delta) => {
     view.text += typeof delta === "string" ? delta : "";
     if (view.timer) return;
-    const wait = Math.max(0, view.drawnAt + RENDER_INTERVAL_MS - performance.now());
+    const interval = Math.max(RENDER_INTERVAL_MS, 2 * view.cost);
+    const wait = Math.max(0, view.drawnAt + interval - performance.now());
     view.timer = setTimeout(() => view.draw(false), wait);
   };
   return view;
 }
 
+const FENCE = /^ {0,3}(`{3,}|~{3,})/;
+const CONTINUES_BLOCK = /^(\s|[-+*]|\d{1,9}[.)])/; // indented, or a list item (a loose list goes on)
+
+// The end of the text's last finished top-level block: the start of a line after a blank line, outside any
+// code fence, that starts a new block (not a list item or an indented continuation). What is
+// before it never changes as more text arrives, so it is rendered once; only the rest is rendered again.
+function stableEnd(text, from) {
+  let end = from;
+  let fence = null;
+  let blank = false;
+  let at = from;
+  while (at < text.length) {
+    const next = text.indexOf("\n", at);
+    if (next < 0) break; // the last line is still arriving
+    const line = text.slice(at, next);
+    if (fence) {
+      if (line.trim().startsWith(fence) && line.trim().replace(/[`~]/g, "") === "") fence = null;
+      blank = false;
+    } else {
+      const opens = FENCE.exec(line);
+      if (blank && line.trim() && !CONTINUES_BLOCK.test(line)) end = at;
+      if (opens) fence = opens[1];
+      blank = !line.trim();
+    }
+    at = next + 1;
+  }
+  return end;
+}
+
+// Markdown in two parts: the finished blocks (appended once) and the tail (replaced on every rendering).
 function drawMarkdown(view, final) {
-  view.body.replaceChildren(renderMarkdown(view.text));
+  view.stable = view.stable || 0;
+  for (const node of view.tail || []) node.remove();
+  const end = stableEnd(view.text, view.stable);
+  if (end > view.stable) {
+    view.body.append(renderMarkdown(view.text.slice(view.stable, end)));
+    view.stable = end;
+  }
+  const tail = renderMarkdown(view.text.slice(view.stable));
+  view.tail = [...tail.childNodes];
+  view.body.append(tail);
   view.body.dataset.rendered = final ? "final" : "streaming";
+  view.body.dataset.renders = String(Number(view.body.dataset.renders || "0") + 1); // read by bench/console_render.py
 }
 
 function drawPlain(view, final) {
@@ -362,6 +406,9 @@ function setIds(values) {
     if (value !== undefined && value !== null && value !== "") state.ids[key] = String(value);
   }
   const order = ["threadId", "aguiRunId", "executionId", "contextId", "taskId", "sessionId", "rosInvocationId"];
+  const shown = JSON.stringify(order.map((key) => state.ids[key] ?? null));
+  if (ui.ids.dataset.shown === shown) return; // unchanged: keep the nodes (a status refresh repeats them)
+  ui.ids.dataset.shown = shown;
   ui.ids.replaceChildren(
     ...order.filter((key) => key in state.ids).flatMap((key) => [
       el("dt", { text: key }),
@@ -997,6 +1044,7 @@ async function refreshStatus() {
 }
 
 function resetView() {
+  delete ui.ids.dataset.shown;
   for (const view of [...state.texts.values(), ...state.reasoning.values()]) clearTimeout(view.timer);
   for (const url of state.blobUrls.splice(0)) URL.revokeObjectURL(url);
   ui.transcript.replaceChildren();

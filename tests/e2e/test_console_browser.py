@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from agui_bridge.demo.scenarios import VPC_TEMPLATE
+from agui_bridge.demo.scenarios import MARKDOWN_ANSWER, VPC_TEMPLATE
 from agui_bridge.web.console_api import CONTENT_SECURITY_POLICY
 from tests.bridge_harness import REPO_ROOT, BridgeServer, bridge_server, wait_for_task_state
 
@@ -157,6 +157,11 @@ def run_js(driver: Any, script: str, *args: Any) -> Any:
     return driver.execute_async_script(script, *args)
 
 
+RENDER_WHOLE = (
+    "const [text, , done] = arguments; import(new URL('console/static/markdown.js', document.baseURI).href)"
+    ".then((m) => { const d = document.createElement('div'); d.append(m.renderMarkdown(text)); done(d.innerHTML); },"
+    " (e) => done(`ERR ${e}`));"
+)
 READ_CLIPBOARD = (
     "const done = arguments[arguments.length - 1]; navigator.clipboard.readText().then(done, (e) => done(`ERR ${e}`));"
 )
@@ -320,6 +325,8 @@ def test_a_markdown_answer_renders_as_html_with_a_highlighted_copyable_template(
     assert link.get_attribute("href") == "https://www.alibabacloud.com/help/en/ros/"
     assert link.get_attribute("rel") == "noopener noreferrer" and link.get_attribute("target") == "_blank"
     assert "```" not in answer.text and "**" not in answer.text
+    # Rendered while streaming (finished blocks once, the tail again), it is what the whole text renders to.
+    assert run_js(driver, RENDER_WHOLE, MARKDOWN_ANSWER, answer) == answer.get_attribute("innerHTML")
 
     # The copy button puts the exact template on the clipboard.
     copy = css(driver, "#transcript .msg.assistant .code-block button.copy")[0]
@@ -402,6 +409,7 @@ def test_agent_html_and_script_urls_never_run_or_reach_the_dom(
         '<script>window.__xss = 10</script><img src=x onerror="window.__xss = 11">\n'
     )
     assert "a js link" in answer.text and "a pixel" in answer.text
+    assert run_js(driver, RENDER_WHOLE, XSS_ANSWER, answer) == answer.get_attribute("innerHTML")
     assert driver.execute_script("return window.__xss") is None
     shoot(driver, "console-xss-shown-as-text")
     assert_no_page_errors(driver)

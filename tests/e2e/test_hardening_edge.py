@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -181,13 +182,20 @@ def test_every_registered_route_but_health_and_console_files_needs_the_token(set
     """Walks the app's URL map, so a route added later is covered without editing this test."""
     app = create_app(settings.replace(auth_token=TOKEN, console_enabled=True, metrics_enabled=True))
     client: FlaskClient = app.test_client()
-    open_endpoints = {"health.health", "console.console_page", "console.console_static", "static"}
+    open_endpoints = {
+        "health.health",
+        "console.console_page",
+        "console.console_static",
+        "console.console_vendor",
+        "static",
+    }
     checked = 0
     for rule in app.url_map.iter_rules():
         if rule.endpoint in open_endpoints:
             continue
         with app.test_request_context():
-            path = url_for(rule.endpoint, **{name: "x" for name in rule.arguments})
+            arguments: dict[str, Any] = {name: "x" for name in rule.arguments}
+            path = url_for(rule.endpoint, **arguments)
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             response = client.open(path, method=method, json={})
             assert response.status_code == 401, (method, path, response.data)
@@ -197,6 +205,7 @@ def test_every_registered_route_but_health_and_console_files_needs_the_token(set
     assert client.get("/health").status_code == 200
     page = client.get("/console")
     assert page.status_code == 200 and TOKEN.encode() not in page.data  # a static page; it asks for the token
+    assert client.get("/console/static/vendor/purify.es.mjs").status_code == 200  # the libraries it loads
 
 
 # ------------------------------------------------------------------ the gunicorn config path

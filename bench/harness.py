@@ -380,6 +380,7 @@ class Bridge:
         heartbeat_s: float | None = None,
         worker_connections: int | None = None,
         max_active_runs: int | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -388,6 +389,7 @@ class Bridge:
                 "IAC_CODE_AGUI_A2A_TOKEN": a2a_token,
                 "IAC_CODE_AGUI_ALLOWED_CWDS": str(cwd_root),
                 "IAC_CODE_AGUI_LOG_LEVEL": "warning",
+                **(extra_env or {}),
             }
         )
         args = [

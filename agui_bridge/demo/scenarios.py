@@ -13,6 +13,16 @@ scenario   keywords (case-insensitive, substring)  what the turn does
 =========  ======================================  =================================================
 long       ``[LONG <n>]``                          n text deltas as fast as possible (1..100000),
                                                    usage, final echo, INPUT_REQUIRED
+echo       ``[echo]``                              the user's text after the marker, verbatim, in
+                                                   7-character deltas (for rendering tests), usage,
+                                                   final
+markdown   ``markdown`` (e.g. ``[markdown]``)      a Markdown answer (heading, bold, list, table,
+                                                   inline code, a link, a fenced yaml template) as
+                                                   9-character deltas cut mid-line, the template as
+                                                   an inline ``artifactUpdate``, usage, final
+big_tool   ``[big tool]``                          text, a ``read_template`` call with long JSON
+                                                   arguments and the VPC template as its result,
+                                                   text, usage, final
 pipeline   ``pipeline`` (or the message metadata   the "selling" Pipeline: requirements, two parallel
            ``iac_code.run_mode == "pipeline"``,    candidates, a candidate_selection input, deploy
            which wins over every keyword)          with a sideband permission (task stays WORKING);
@@ -41,10 +51,6 @@ reasoning  ``[think]``, ``think``                  raw_thinking deltas, then tex
 tool       ``tool``, ``list files``                text, tool started, input_delta x2,
                                                    input_complete, usage, progress x2, completed,
                                                    text, usage, final
-markdown   ``markdown``                            an answer in Markdown (a paragraph with inline
-                                                   code and a link, a list, a table, a fenced yaml
-                                                   block) as deltas cut mid-line, the template as an
-                                                   ``artifactUpdate`` with inline text, usage, final
 iac        ``template``, ``vpc``                   a ROS YAML template as ~10 text deltas, an
                                                    ``artifactUpdate`` (vpc.ros.yaml), usage, final
 plain      (anything else)                         three text deltas, usage, final, INPUT_REQUIRED
@@ -111,7 +117,8 @@ class Artifact:
     """A produced file, sent as an ``artifactUpdate`` with the kernel's artifact metadata.
 
     With ``tool_use_id`` the next ``completed`` event of that tool carries ``tool.artifact`` (as in
-    ``iac-c-resume-allow.sse``).
+    ``iac-c-resume-allow.sse``). With ``inline`` the part carries the content itself (a ``text`` part)
+    instead of the kernel's ``iac-code-artifact://`` URL, for clients that show artifacts inline.
     """
 
     name: str
@@ -341,6 +348,71 @@ def split_deltas(text: str, count: int) -> list[str]:
     return ["".join(lines[i : i + per]) for i in range(0, len(lines), per)]
 
 
+MARKDOWN_ANSWER = f"""## A VPC template
+
+This template creates:
+
+- one **VPC** (`192.168.0.0/16`)
+- one *VSwitch* in the zone you choose
+
+| Resource | Type | CIDR |
+|---|---|---:|
+| Vpc | `ALIYUN::ECS::VPC` | 192.168.0.0/16 |
+| VSwitch | `ALIYUN::ECS::VSwitch` | 192.168.1.0/24 |
+
+```yaml
+{VPC_TEMPLATE}```
+
+Deploy it with `aliyun ros CreateStack`; see the [ROS documentation](https://www.alibabacloud.com/help/en/ros/).
+"""
+
+
+def split_every(text: str, size: int) -> list[str]:
+    """``text`` in pieces of ``size`` characters, cut anywhere (a word, a line, a fence), as a model does."""
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _markdown(_text: str) -> Script:
+    """A Markdown answer as an IaC agent writes it, and its template as an inline artifact."""
+    for delta in split_every(MARKDOWN_ANSWER, 9):
+        yield Text(delta)
+    yield Artifact(name="vpc.ros.yaml", content=VPC_TEMPLATE, media_type="application/yaml", inline=True)
+    yield Usage(input_tokens=420, output_tokens=260)
+    yield Final()
+
+
+_ECHO_MARKER = "[echo]"
+
+
+def _echo(text: str) -> Script:
+    """The text after ``[echo]``, verbatim: lets a test choose what the agent writes."""
+    at = text.lower().find(_ECHO_MARKER)
+    answer = text[at + len(_ECHO_MARKER) :].lstrip(" ") if at >= 0 else text
+    for delta in split_every(answer or "(nothing to echo)", 7):
+        yield Text(delta)
+    yield Usage()
+    yield Final()
+
+
+BIG_TOOL_USE_ID = "call_demo_big_1"
+
+
+def _big_tool(_text: str) -> Script:
+    """A tool call whose arguments and result are long (clients show them collapsed)."""
+    tid, name = BIG_TOOL_USE_ID, "read_template"
+    tool_input = {
+        "path": "vpc.ros.yaml",
+        "parameters": {f"Parameter{i}": {"Type": "String", "Default": f"value-{i}"} for i in range(1, 9)},
+    }
+    yield Text("Reading the template. ")
+    yield Tool("started", tid, {"name": name})
+    yield Tool("input_complete", tid, {"name": name, "toolInput": tool_input})
+    yield Tool("completed", tid, {"name": name, "result": VPC_TEMPLATE})
+    yield Text("It defines a VPC and a VSwitch.")
+    yield Usage()
+    yield Final()
+
+
 def _iac(_text: str) -> Script:
     """IaC answer: the template streamed as text and handed over as an artifact."""
     yield Text("Here is a ROS template for a VPC:\n\n```yaml\n")
@@ -349,41 +421,6 @@ def _iac(_text: str) -> Script:
     yield Text("```\n")
     yield Artifact(name="vpc.ros.yaml", content=VPC_TEMPLATE, media_type="application/yaml")
     yield Usage(input_tokens=420, output_tokens=180)
-    yield Final()
-
-
-MARKDOWN_ANSWER = f"""Here is a **ROS template** for a demo VPC. Deploy it with `aliyun ros CreateStack`;
-the reference is at [the ROS documentation](https://www.alibabacloud.com/help/en/ros).
-
-What it creates:
-
-- a VPC (`192.168.0.0/16`)
-- one VSwitch in the zone you choose
-- an output with the VPC id
-
-| Resource | Type | CIDR |
-|---|---|---|
-| Vpc | `ALIYUN::ECS::VPC` | 192.168.0.0/16 |
-| VSwitch | `ALIYUN::ECS::VSwitch` | 192.168.1.0/24 |
-
-```yaml
-{VPC_TEMPLATE}```
-
-Ask me to change the CIDR blocks if they overlap with your network.
-"""
-
-
-def split_every(text: str, size: int) -> list[str]:
-    """``text`` in pieces of ``size`` characters, cut anywhere (a line, a fence, a table row)."""
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _markdown(_text: str) -> Script:
-    """An answer as agents write it, to show how clients render Markdown while it streams."""
-    for delta in split_every(MARKDOWN_ANSWER, 37):
-        yield Text(delta)
-    yield Artifact(name="vpc.ros.yaml", content=VPC_TEMPLATE, media_type="application/yaml", inline=True)
-    yield Usage(input_tokens=420, output_tokens=260)
     yield Final()
 
 
@@ -944,6 +981,9 @@ def _pipeline(text: str) -> Script:
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("long", ("[long ",), _long, "[LONG <n>]: n text deltas as fast as possible"),
+    Scenario("echo", ("[echo]",), _echo, "the text after [echo], verbatim, in small deltas"),
+    Scenario("markdown", ("markdown",), _markdown, "a Markdown answer with a yaml template, and the template inline"),
+    Scenario("big_tool", ("[big tool]",), _big_tool, "a tool call with long JSON arguments and a long result"),
     Scenario("pipeline", ("pipeline",), _pipeline, "the selling Pipeline with a selection and a sideband permission"),
     Scenario("mixed", ("[mixed]",), _mixed, "reasoning, text, a tool with progress, an artifact, more text"),
     Scenario("fail", ("fail",), _fail, "WORKING then TASK_STATE_FAILED with metadata.iac_code.error"),
@@ -954,7 +994,6 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("candidates", ("candidates", "choose"), _candidates, "a candidate_selection input, answered as text"),
     Scenario("reasoning", ("[think]", "think"), _reasoning, "raw_thinking deltas, then text"),
     Scenario("tool", ("tool", "list files"), _tool, "a tool call with progress and a string result"),
-    Scenario("markdown", ("markdown",), _markdown, "an answer in Markdown: code, a list, a table, a link"),
     Scenario("iac", ("template", "vpc"), _iac, "a ROS YAML template as text and as an artifact"),
 )
 PLAIN = Scenario("plain", (), _plain, "a few text deltas (default)")

@@ -22,7 +22,7 @@ from agui_bridge.errors import HostNotAllowed, Unauthorized
 OPEN_ENDPOINTS = frozenset({"health.health"})
 #: Static files of the console: a browser's navigation cannot carry a bearer header, and they hold no data
 #: (the page asks for the token and sends it on every API call). The Host rule still applies to them.
-STATIC_ENDPOINTS = frozenset({"console.console_page", "console.console_static"})
+STATIC_ENDPOINTS = frozenset({"console.console_page", "console.console_static", "console.console_vendor"})
 
 
 def check_bearer(header: str | None, expected: str | None) -> None:

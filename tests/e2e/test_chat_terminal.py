@@ -192,9 +192,9 @@ def test_a_template_answer_is_rendered_with_its_code_highlighted_in_a_terminal(
     assert "**" not in text and "| Resource |" not in text  # bold and the table are rendered, not raw
     assert re.search(r"^ROSTemplateFormatVersion: '2015-09-01'\s*$", text, re.MULTILINE)  # copyable: no indent
     assert re.search(r"^  Vpc:\s*$", text, re.MULTILINE)  # the template keeps its own indentation
-    assert re.search(r"^ • a VPC \(192\.168\.0\.0/16\)", text, re.MULTILINE)  # a list
+    assert re.search(r"^ • one VPC \(192\.168\.0\.0/16\)", text, re.MULTILINE)  # a list
     assert re.search(r"Vpc\s+.\s*ALIYUN::ECS::VPC\s+.\s*192\.168\.0\.0/16", text)  # a table row
-    assert "(https://www.alibabacloud.com/help/en/ros)" in text  # a link shows where it goes
+    assert "(https://www.alibabacloud.com/help/en/ros/)" in text  # a link shows where it goes
     assert "[artifact] vpc.ros.yaml" in text
     template_line = next(line for line in screen.splitlines() if "ROSTemplateFormatVersion" in line)
     assert COLOUR.search(template_line), template_line  # highlighted

@@ -9,12 +9,15 @@ step go to tests/artifacts/screenshots/.
 from __future__ import annotations
 
 import re
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agui_bridge.demo.scenarios import MARKDOWN_ANSWER, VPC_TEMPLATE
+from agui_bridge.web.console_api import CONTENT_SECURITY_POLICY
 from tests.support.browser import (
     TOKEN,
     assert_no_page_errors,
@@ -36,6 +39,40 @@ def console_bridge(demo_url: str, demo_token: str, state_dir: Path, tmp_path: Pa
     env = {"IAC_CODE_AGUI_AUTH_TOKEN": TOKEN, "IAC_CODE_AGUI_CONSOLE": "1"}
     with bridge_server(demo_url, demo_token, state_dir, tmp_path, heartbeat_interval=1, env=env) as server:
         yield server
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def send_text(driver: Any, text: str) -> None:
+    """Sends `text` as typed into the composer, newlines and all (send_keys would take a key per character)."""
+    driver.execute_script("document.getElementById('message').value = arguments[0]", text)
+    css(driver, "#send")[0].click()
+
+
+def final_answer(driver: Any, timeout_s: float = 30) -> Any:
+    """The last assistant bubble once its final rendering (at TEXT_MESSAGE_END) is in the page."""
+    try:
+        wait_for(lambda: css(driver, "#send")[0].is_enabled(), timeout_s, what="the run to end")
+        final = "#transcript .msg.assistant .body[data-rendered='final']"
+        return wait_for(lambda: css(driver, final)[-1:], timeout_s, "final render")[0]
+    except AssertionError as failure:
+        raise AssertionError(f"{failure}; browser log: {driver.get_log('browser')}") from None
+
+
+def run_js(driver: Any, script: str, *args: Any) -> Any:
+    """Runs an async `script` (its last argument is the callback) and returns what it passes back."""
+    return driver.execute_async_script(script, *args)
+
+
+RENDER_WHOLE = (
+    "const [text, , done] = arguments; import(new URL('console/static/markdown.js', document.baseURI).href)"
+    ".then((m) => { const d = document.createElement('div'); d.append(m.renderMarkdown(text)); done(d.innerHTML); },"
+    " (e) => done(`ERR ${e}`));"
+)
+READ_CLIPBOARD = (
+    "const done = arguments[arguments.length - 1]; navigator.clipboard.readText().then(done, (e) => done(`ERR ${e}`));"
+)
 
 
 # --------------------------------------------------------------------------------------------- tests
@@ -152,4 +189,160 @@ def test_reasoning_is_collapsed_and_tools_show_progress(
     assert after_tool == "The workspace has 3 files."  # the message continues below the tool card
     assert "demo/demo-scripted" in text_of(driver, "#usage")
     shoot(driver, "console-reasoning-and-tools")
+    assert_no_page_errors(driver)
+
+
+def test_a_markdown_answer_renders_as_html_with_a_highlighted_copyable_template(
+    driver: Any, console_bridge: BridgeServer, workspace: Path, tmp_path: Path
+) -> None:
+    open_console(driver, console_bridge, workspace)
+    driver.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": console_bridge.url.rstrip("/"), "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    send_message(driver, "[markdown]")
+    answer = final_answer(driver)
+
+    # The Markdown is HTML: a yaml code block, a list, a table, inline code and a web link; no fences left.
+    code = css(driver, "#transcript .msg.assistant pre > code")[0]
+    assert "language-yaml" in code.get_attribute("class").split()
+    assert code.get_attribute("textContent") == VPC_TEMPLATE
+    assert css(driver, "#transcript .msg.assistant pre > code.language-yaml span[class^='hljs-']")  # highlighted
+    assert "monospace" in driver.execute_script("return getComputedStyle(arguments[0]).fontFamily", code)
+    assert [li.text for li in css(driver, "#transcript .msg.assistant ul > li")][:2] == [
+        "one VPC (192.168.0.0/16)",
+        "one VSwitch in the zone you choose",
+    ]
+    assert [th.text for th in css(driver, "#transcript .msg.assistant table th")] == ["Resource", "Type", "CIDR"]
+    assert css(driver, "#transcript .msg.assistant table td.align-right")  # column alignment as a class
+    assert "ALIYUN::ECS::VPC" in [c.text for c in css(driver, "#transcript .msg.assistant td > code")]
+    link = css(driver, "#transcript .msg.assistant a[href]")[0]
+    assert link.get_attribute("href") == "https://www.alibabacloud.com/help/en/ros/"
+    assert link.get_attribute("rel") == "noopener noreferrer" and link.get_attribute("target") == "_blank"
+    assert "```" not in answer.text and "**" not in answer.text
+    # Rendered while streaming (finished blocks once, the tail again), it is what the whole text renders to.
+    assert run_js(driver, RENDER_WHOLE, MARKDOWN_ANSWER, answer) == answer.get_attribute("innerHTML")
+
+    # The copy button puts the exact template on the clipboard.
+    copy = css(driver, "#transcript .msg.assistant .code-block button.copy")[0]
+    copy.click()
+    wait_for(lambda: copy.get_attribute("data-copied") == "ok", what="the copy to succeed")
+    assert run_js(driver, READ_CLIPBOARD) == VPC_TEMPLATE
+
+    # The inline artifact: the same template, highlighted, with copy and a download of the exact content.
+    artifact = css(driver, "#transcript .artifact .code-block")[0]
+    assert artifact.find_element("css selector", ".code-lang").text == "yaml"
+    artifact_code = artifact.find_element("css selector", "pre > code.language-yaml")
+    assert artifact_code.get_attribute("textContent") == VPC_TEMPLATE
+    download = artifact.find_element("css selector", "a.download")
+    assert download.get_attribute("download") == "vpc.ros.yaml"
+    assert download.get_attribute("href").startswith("blob:")
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    download.click()
+    saved = downloads / "vpc.ros.yaml"
+    wait_for(lambda: saved.is_file() and saved.read_text(encoding="utf-8") == VPC_TEMPLATE, what="the download")
+    driver.execute_script("navigator.clipboard.writeText('')")
+    artifact.find_element("css selector", "button.copy").click()
+    wait_for(lambda: run_js(driver, READ_CLIPBOARD) == VPC_TEMPLATE, what="the artifact on the clipboard")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", css(driver, "#transcript .msg.assistant")[0])
+    shoot(driver, "console-template-answer")
+
+    # A reload renders the same answer from this tab's transcript.
+    driver.refresh()
+    rendered = "#transcript .msg.assistant .body[data-rendered='final'] pre > code.language-yaml"
+    wait_for(lambda: css(driver, rendered), what="the answer rendered again after a reload")
+    assert css(driver, "#transcript .msg.assistant pre > code")[0].get_attribute("textContent") == VPC_TEMPLATE
+    assert_no_page_errors(driver)
+
+
+XSS_ANSWER = """Hello <script>window.__xss = 1</script> <img src="x" onerror="window.__xss = 2">
+
+[a js link](javascript:window.__xss=3) [a data link](data:text/html;base64,PHNjcmlwdD53aW5kb3cuX194c3M9NDwvc2NyaXB0Pg==)
+![a pixel](data:image/png;base64,iVBORw0KGgo=) <a href="javascript:window.__xss=5">raw link</a>
+<svg onload="window.__xss = 6"></svg><iframe src="javascript:window.__xss=7"></iframe><style>body{display:none}</style>
+<details open ontoggle="window.__xss = 8">x</details>
+<form action="javascript:window.__xss=9"><button>go</button></form>
+
+```html
+<script>window.__xss = 10</script><img src=x onerror="window.__xss = 11">
+```
+
+[a web link](https://example.com/safe)
+"""
+
+FORBIDDEN_IN_TRANSCRIPT = "script, img, svg, iframe, style, object, embed, form, button:not(.copy), details"
+
+
+def test_agent_html_and_script_urls_never_run_or_reach_the_dom(
+    driver: Any, console_bridge: BridgeServer, workspace: Path
+) -> None:
+    with urllib.request.urlopen(f"{console_bridge.url}console", timeout=10) as page:
+        assert page.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    assert "unsafe-inline" not in CONTENT_SECURITY_POLICY and "unsafe-eval" not in CONTENT_SECURITY_POLICY
+    assert "script-src 'self';" in CONTENT_SECURITY_POLICY
+    open_console(driver, console_bridge, workspace)
+    send_text(driver, "[echo] " + XSS_ANSWER)
+    answer = final_answer(driver)
+    for link in css(driver, "#transcript .msg.assistant a:not([href])"):
+        link.click()  # nothing to follow
+    assert driver.execute_script("return window.__xss") is None
+    assert css(driver, f"#transcript .msg.assistant :is({FORBIDDEN_IN_TRANSCRIPT})") == []
+    attributes = driver.execute_script(
+        "return [...document.querySelectorAll('#transcript *')].flatMap((n) => [...n.attributes]"
+        ".map((a) => `${a.name}=${a.value}`))"
+    )
+    assert [a for a in attributes if a.startswith("on") or re.search(r"=\s*(javascript|data):", a, re.I)] == []
+    assert [a.get_attribute("href") for a in css(driver, "#transcript .msg.assistant a[href]")] == [
+        "https://example.com/safe"
+    ]
+    # What was markup is shown as text: in the paragraphs, and verbatim in the code block.
+    assert "<script>window.__xss = 1</script>" in answer.text
+    code = css(driver, "#transcript .msg.assistant pre > code")[0]
+    assert code.get_attribute("textContent") == (
+        '<script>window.__xss = 10</script><img src=x onerror="window.__xss = 11">\n'
+    )
+    assert "a js link" in answer.text and "a pixel" in answer.text
+    assert run_js(driver, RENDER_WHOLE, XSS_ANSWER, answer) == answer.get_attribute("innerHTML")
+    assert driver.execute_script("return window.__xss") is None
+    shoot(driver, "console-xss-shown-as-text")
+    assert_no_page_errors(driver)
+
+
+def test_a_20000_delta_answer_renders_completely_while_the_page_stays_responsive(
+    driver: Any, console_bridge: BridgeServer, workspace: Path
+) -> None:
+    open_console(driver, console_bridge, workspace)
+    send_message(driver, "[LONG 20000]")
+    wait_for(lambda: css(driver, "#transcript .msg.assistant .body[data-rendered='streaming']"), 60, "first rendering")
+    # While it streams the page takes input (the bench measures how long it all takes: bench/console_render.py).
+    composer = css(driver, "#message")[0]
+    composer.send_keys("typed while streaming")
+    assert composer.get_attribute("value") == "typed while streaming"
+    answer = final_answer(driver, timeout_s=110)
+    words = answer.get_attribute("textContent").split()
+    assert len(words) == 20000
+    assert words[:4] == ["alpha", "beta", "gamma", "delta"] and words[-1] == "delta"
+    assert_no_page_errors(driver)
+
+
+def test_long_tool_arguments_and_results_are_pretty_json_collapsed(
+    driver: Any, console_bridge: BridgeServer, workspace: Path
+) -> None:
+    open_console(driver, console_bridge, workspace)
+    send_message(driver, "[big tool]")
+    final_answer(driver)
+    tool = css(driver, "[data-tool-call-id='call_demo_big_1'][data-status='done']")[0]
+    args, result = tool.find_elements("css selector", "details.collapsible")
+    assert args.get_attribute("open") is None and result.get_attribute("open") is None  # collapsed
+    assert re.fullmatch(r"arguments \(\d+ lines\)", args.find_element("css selector", "summary").text)
+    shown = args.find_element("css selector", "pre.args > code.language-json").get_attribute("textContent")
+    assert shown.startswith('{\n  "parameters": {\n    "Parameter1": {\n      "Default": "value-1",\n')
+    assert shown.endswith('\n  },\n  "path": "vpc.ros.yaml"\n}')
+    assert css(driver, "[data-tool-call-id='call_demo_big_1'] pre.args span[class^='hljs-']")  # highlighted
+    assert result.find_element("css selector", "pre.result").get_attribute("textContent") == VPC_TEMPLATE
+    args.find_element("css selector", "summary").click()
+    assert args.get_attribute("open") is not None and '"Parameter8"' in args.text
+    shoot(driver, "console-tool-json")
     assert_no_page_errors(driver)

@@ -183,7 +183,13 @@ def test_every_registered_route_but_health_and_console_files_needs_the_token(set
     """Walks the app's URL map, so a route added later is covered without editing this test."""
     app = create_app(settings.replace(auth_token=TOKEN, console_enabled=True, metrics_enabled=True))
     client: FlaskClient = app.test_client()
-    open_endpoints = {"health.health", "console.console_page", "console.console_static", "static"}
+    open_endpoints = {
+        "health.health",
+        "console.console_page",
+        "console.console_static",
+        "console.console_vendor",
+        "static",
+    }
     checked = 0
     for rule in app.url_map.iter_rules():
         if rule.endpoint in open_endpoints:
@@ -200,6 +206,7 @@ def test_every_registered_route_but_health_and_console_files_needs_the_token(set
     assert client.get("/health").status_code == 200
     page = client.get("/console")
     assert page.status_code == 200 and TOKEN.encode() not in page.data  # a static page; it asks for the token
+    assert client.get("/console/static/vendor/purify.es.mjs").status_code == 200  # the libraries it loads
 
 
 # ------------------------------------------------------------------ the gunicorn config path

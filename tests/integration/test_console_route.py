@@ -1,4 +1,4 @@
-"""`GET /console`: off by default; when on, three static files with a strict CSP and no CORS."""
+"""`GET /console`: off by default; when on, its static files and vendored libraries with a strict CSP and no CORS."""
 
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ PAGES = {
     "/console": "text/html; charset=utf-8",
     "/console/static/console.css": "text/css; charset=utf-8",
     "/console/static/console.js": "text/javascript; charset=utf-8",
+    "/console/static/markdown.js": "text/javascript; charset=utf-8",
+    "/console/static/vendor/markdown-it.esm.min.mjs": "text/javascript; charset=utf-8",
+    "/console/static/vendor/purify.es.mjs": "text/javascript; charset=utf-8",
+    "/console/static/vendor/highlight.min.js": "text/javascript; charset=utf-8",
+    "/console/static/vendor/highlight-github.min.css": "text/css; charset=utf-8",
 }
 
 
@@ -47,7 +52,17 @@ def test_files_and_security_headers(console: FlaskClient, path: str, content_typ
 
 @pytest.mark.parametrize(
     "path",
-    ["/console/static/index.htm", "/console/static/..%2F__init__.py", "/console/static/", "/console/static/x/../x"],
+    [
+        "/console/static/index.htm",
+        "/console/static/..%2F__init__.py",
+        "/console/static/",
+        "/console/static/x/../x",
+        "/console/static/vendor/manifest.json",
+        "/console/static/vendor/LICENSE.dompurify.txt",
+        "/console/static/vendor/nope.js",
+        "/console/static/vendor/..%2Fconsole.js",
+        "/console/static/vendor/",
+    ],
 )
 def test_only_the_allow_listed_files_are_served(console: FlaskClient, path: str) -> None:
     assert console.get(path).status_code == 404
@@ -59,6 +74,21 @@ def test_the_page_has_no_inline_script_or_style(console: FlaskClient) -> None:
     assert " style=" not in html and "<style" not in html and "javascript:" not in html
     assert '<script type="module" src="console/static/console.js"></script>' in html
     assert 'href="console/static/console.css"' in html
+    assert 'href="console/static/vendor/highlight-github.min.css"' in html
+
+
+@pytest.mark.parametrize("module", ["console.js", "markdown.js"])
+def test_the_modules_write_no_html_strings_into_the_dom(console: FlaskClient, module: str) -> None:
+    js = console.get(f"/console/static/{module}").get_data(as_text=True)
+    assert "innerHTML" not in js and "outerHTML" not in js and "insertAdjacentHTML" not in js
+    assert "document.write" not in js and "DOMParser" not in js
+
+
+def test_rendered_markdown_reaches_the_dom_only_through_the_sanitizer(console: FlaskClient) -> None:
+    js = console.get("/console/static/markdown.js").get_data(as_text=True)
+    assert "RETURN_DOM_FRAGMENT: true" in js and "html: false" in js
+    assert "fragment = sanitize(markdown.render(text))" in js
+    assert "code.append(sanitize(html))" in js
 
 
 def test_the_module_keeps_the_token_out_of_urls_and_the_dom(console: FlaskClient) -> None:
@@ -77,6 +107,8 @@ def test_the_files_are_package_data() -> None:
         "console.css",
         "console.js",
         "index.html",
+        "markdown.js",
+        "vendor",
     ]
 
 

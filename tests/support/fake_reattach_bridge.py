@@ -19,7 +19,8 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-CONTENT_TYPES = {"index.html": "text/html; charset=utf-8", "console.js": "text/javascript", "console.css": "text/css"}
+from agui_bridge.web.console_api import STATIC_FILES, vendor_files
+
 CHUNKS = [f"slow chunk {n}. " for n in range(1, 7)]
 
 
@@ -83,6 +84,8 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         if url.path == "/console":
             self._file("index.html")
+        elif url.path.startswith("/console/static/vendor/"):
+            self._file("vendor", url.path.rsplit("/", 1)[1])
         elif url.path.startswith("/console/static/"):
             self._file(url.path.rsplit("/", 1)[1])
         elif url.path.startswith("/extensions/iac-code/v1/threads/") and url.path.endswith("/events"):
@@ -103,13 +106,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"code": "NOT_FOUND", "message": "Not found."}})
 
-    def _file(self, name: str) -> None:
-        if name not in CONTENT_TYPES:
+    def _file(self, *path: str) -> None:
+        """The console's files, from the same allow-lists as the bridge (the module imports the vendored ones)."""
+        content_type = (vendor_files() if path[0] == "vendor" else STATIC_FILES).get(path[-1])
+        if content_type is None:
             self._json(404, {"error": {"code": "NOT_FOUND", "message": "Not found."}})
             return
-        data = resources.files("agui_bridge.console").joinpath("static", name).read_bytes()
+        data = resources.files("agui_bridge.console").joinpath("static", *path).read_bytes()
         self.send_response(200)
-        self.send_header("Content-Type", CONTENT_TYPES[name])
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

@@ -62,7 +62,7 @@ def test_a_terminal_gets_the_answer_rendered_with_the_code_highlighted_and_no_fe
     assert re.search(r"^ROSTemplateFormatVersion: '2015-09-01'\s*$", screen, re.MULTILINE)
     assert re.search(r"^      CidrBlock: 192\.168\.0\.0/16\s*$", screen, re.MULTILINE)  # indentation kept
     assert re.search(r"^ • one VSwitch in the zone you choose", screen, re.MULTILINE)
-    assert "(https://www.alibabacloud.com/help/en/ros)" in screen
+    assert "(https://www.alibabacloud.com/help/en/ros/)" in screen
     template_line = next(line for line in out.getvalue().splitlines() if "ROSTemplateFormatVersion" in line)
     assert COLOUR.search(template_line), template_line  # coloured
     assert not view.printer.markdown or not view.printer.markdown.active

@@ -40,6 +40,9 @@ from agui_bridge.demo import scenarios as sc
         ("show me the candidates", "candidates"),
         ("choose a vpc", "candidates"),
         ("permission to fail", "fail"),
+        ("[MARKDOWN] a vpc template", "markdown"),
+        ("[echo] <script>slow fail template</script>", "echo"),
+        ("[BIG TOOL] for a template", "big_tool"),
     ],
 )
 def test_select_scenario(text: str, expected: str) -> None:
@@ -273,5 +276,18 @@ def test_markdown_script_streams_the_answer_cut_mid_line_and_an_inline_artifact(
     assert any(not delta.endswith("\n") for delta in deltas)
     assert "```yaml\n" + sc.VPC_TEMPLATE + "```\n" in sc.MARKDOWN_ANSWER
     (artifact,) = [s for s in steps if isinstance(s, sc.Artifact)]
-    assert artifact.inline and artifact.content == sc.VPC_TEMPLATE
+    assert artifact.inline and artifact.content == sc.VPC_TEMPLATE and artifact.media_type == "application/yaml"
     assert isinstance(steps[-1], sc.Final) and isinstance(steps[-2], sc.Usage)
+
+
+def _texts(text: str) -> str:
+    return "".join(step.delta for step in sc.script_for(text) if isinstance(step, sc.Text))
+
+
+def test_echo_writes_the_text_after_its_marker_verbatim() -> None:
+    assert _texts("[ECHO] <b>x</b>\n```yaml\na: 1\n```") == "<b>x</b>\n```yaml\na: 1\n```"
+    assert all(len(s.delta) <= 7 for s in sc.script_for("[echo] " + "y" * 50) if isinstance(s, sc.Text))
+
+
+def test_the_console_marker_picks_the_same_markdown_answer() -> None:
+    assert _texts("[markdown]") == sc.MARKDOWN_ANSWER

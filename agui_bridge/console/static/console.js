@@ -1,4 +1,5 @@
-// agui-bridge web console: one ES module, no build step, no dependencies.
+// agui-bridge web console: ES modules, no build step; the only dependencies are the vendored libraries
+// markdown.js imports (static/vendor/, see its manifest.json).
 //
 // It is an ordinary AG-UI client of the same origin: it POSTs RunAgentInput to "/" and parses the SSE
 // body itself (fetch + ReadableStream), answers interrupts with a resume run, and uses the iac-code
@@ -10,6 +11,10 @@
 // id shown are kept in sessionStorage with the transcript, and after a reload or a cut the console
 // reattaches through GET .../threads/{threadId}/runs/{runId}/events with Last-Event-ID (README
 // "Reattaching to a run"), skipping any event it has already shown.
+// Assistant text is Markdown: each message is re-rendered from its whole text at most every
+// RENDER_INTERVAL_MS while it streams, and once more at its end (markdown.js sanitises every rendering).
+
+import { codeElement, codeFrame, languageOf, renderMarkdown } from "./markdown.js";
 
 const TOKEN_KEY = "agui-console:token";
 const LOG_PREFIX = "agui-console:log:";
@@ -18,6 +23,9 @@ const MAX_LOG_ENTRIES = 5000;
 const MAX_REATTACH_ATTEMPTS = 6; // consecutive attempts without progress; any new event resets the count
 const RETRYABLE_STATUS = new Set([429, 502, 503, 504]);
 const ROOT = new URL(".", window.location.href); // the server root: the page is <root>/console
+const RENDER_INTERVAL_MS = 250; // a streaming message is re-rendered at most 4 times a second
+const LONG_JSON_LINES = 12; // tool arguments/results longer than this start collapsed
+const LONG_JSON_CHARS = 800;
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -61,6 +69,7 @@ const state = {
   openSteps: [],
   log: [],
   persistTimer: 0,
+  blobUrls: [],
   run: null, // { runId, lastId, ended, unnumbered }: the run being shown, saved with the log
 };
 
@@ -224,34 +233,143 @@ function addNote(text) {
   ui.transcript.append(el("div", { class: "note", text }));
 }
 
-// A message that continues after a tool card (same messageId, no new START) gets a new bubble below it.
-function textBody(messageId) {
-  let body = state.texts.get(messageId);
-  if (!body || body.parentElement !== ui.transcript.lastElementChild) {
-    body = el("div", { class: "body" });
-    ui.transcript.append(el("div", { class: "msg assistant", "data-message-id": messageId }, body));
-    state.texts.set(messageId, body);
-  }
-  return body;
+// Text arrives in deltas but is shown as a whole: a view keeps the message's text and re-renders it on a
+// timer, never per delta: at most every RENDER_INTERVAL_MS, and never more than a third of the time (the
+// wait grows with what the last rendering cost), so 20,000 deltas cost a few dozen renderings.
+function streamedView(body, draw) {
+  const view = { body, text: "", timer: 0, drawnAt: -Infinity, cost: 0 };
+  view.draw = (final) => {
+    clearTimeout(view.timer);
+    view.timer = 0;
+    const started = performance.now();
+    draw(view, final);
+    view.drawnAt = performance.now();
+    view.cost = view.drawnAt - started;
+    if (state.running) scrollToEnd();
+  };
+  view.append = (delta) => {
+    view.text += typeof delta === "string" ? delta : "";
+    if (view.timer) return;
+    const interval = Math.max(RENDER_INTERVAL_MS, 2 * view.cost);
+    const wait = Math.max(0, view.drawnAt + interval - performance.now());
+    view.timer = setTimeout(() => view.draw(false), wait);
+  };
+  return view;
 }
 
-function reasoningBody(messageId) {
-  let body = state.reasoning.get(messageId);
-  if (!body) {
-    body = el("div", { class: "body" });
-    ui.transcript.append(el("details", { class: "reasoning" }, el("summary", { text: "Reasoning" }), body));
-    state.reasoning.set(messageId, body);
+const FENCE = /^ {0,3}(`{3,}|~{3,})/;
+const CONTINUES_BLOCK = /^(\s|[-+*]|\d{1,9}[.)])/; // indented, or a list item (a loose list goes on)
+
+// The end of the text's last finished top-level block: the start of a line after a blank line, outside any
+// code fence, that starts a new block (not a list item or an indented continuation). What is
+// before it never changes as more text arrives, so it is rendered once; only the rest is rendered again.
+function stableEnd(text, from) {
+  let end = from;
+  let fence = null;
+  let blank = false;
+  let at = from;
+  while (at < text.length) {
+    const next = text.indexOf("\n", at);
+    if (next < 0) break; // the last line is still arriving
+    const line = text.slice(at, next);
+    if (fence) {
+      if (line.trim().startsWith(fence) && line.trim().replace(/[`~]/g, "") === "") fence = null;
+      blank = false;
+    } else {
+      const opens = FENCE.exec(line);
+      if (blank && line.trim() && !CONTINUES_BLOCK.test(line)) end = at;
+      if (opens) fence = opens[1];
+      blank = !line.trim();
+    }
+    at = next + 1;
   }
-  return body;
+  return end;
+}
+
+// Markdown in two parts: the finished blocks (appended once) and the tail (replaced on every rendering).
+function drawMarkdown(view, final) {
+  view.stable = view.stable || 0;
+  for (const node of view.tail || []) node.remove();
+  const end = stableEnd(view.text, view.stable);
+  if (end > view.stable) {
+    view.body.append(renderMarkdown(view.text.slice(view.stable, end)));
+    view.stable = end;
+  }
+  const tail = renderMarkdown(view.text.slice(view.stable));
+  view.tail = [...tail.childNodes];
+  view.body.append(tail);
+  view.body.dataset.rendered = final ? "final" : "streaming";
+  view.body.dataset.renders = String(Number(view.body.dataset.renders || "0") + 1); // read by bench/console_render.py
+}
+
+function drawPlain(view, final) {
+  view.body.textContent = view.text;
+  view.body.dataset.rendered = final ? "final" : "streaming";
+}
+
+function newTextView(messageId) {
+  const body = el("div", { class: "body markdown" });
+  ui.transcript.append(el("div", { class: "msg assistant", "data-message-id": messageId }, body));
+  const view = streamedView(body, drawMarkdown);
+  state.texts.set(messageId, view);
+  return view;
+}
+
+// A message that continues after a tool card (same messageId, no new START) gets a new bubble below it.
+function textView(messageId) {
+  const view = state.texts.get(messageId);
+  if (view && view.body.parentElement === ui.transcript.lastElementChild) return view;
+  if (view) view.draw(true);
+  return newTextView(messageId);
+}
+
+function reasoningView(messageId) {
+  let view = state.reasoning.get(messageId);
+  if (!view) {
+    const body = el("div", { class: "body" });
+    ui.transcript.append(el("details", { class: "reasoning" }, el("summary", { text: "Reasoning" }), body));
+    view = streamedView(body, drawPlain);
+    state.reasoning.set(messageId, view);
+  }
+  return view;
+}
+
+function endView(views, messageId) {
+  const view = views.get(messageId);
+  if (!view) return;
+  view.draw(true);
+  views.delete(messageId);
+}
+
+function prettyJson(text) {
+  const shown = pretty(text);
+  try {
+    JSON.parse(typeof text === "string" ? text : JSON.stringify(text));
+    return { shown, language: "json" };
+  } catch {
+    return { shown, language: "" };
+  }
+}
+
+// Tool arguments and results: pretty-printed, highlighted JSON, inside a collapsed <details> when long.
+function showJson(box, className, label, value) {
+  const { shown, language } = prettyJson(value);
+  const pre = el("pre", { class: className }, codeElement(shown, language));
+  const lines = shown.split("\n").length;
+  if (lines > LONG_JSON_LINES || shown.length > LONG_JSON_CHARS) {
+    box.replaceChildren(el("details", { class: "collapsible" }, el("summary", { text: `${label} (${lines} lines)` }), pre));
+  } else {
+    box.replaceChildren(pre);
+  }
 }
 
 function toolCard(toolCallId, name) {
   let tool = state.tools.get(toolCallId);
   if (!tool) {
     const statusEl = el("span", { class: "status", text: "running" });
-    const argsEl = el("pre", { class: "args" });
+    const argsEl = el("div", { class: "json-box" }, el("pre", { class: "args" }));
     const progressEl = el("div", { class: "progress" });
-    const resultEl = el("pre", { class: "result" });
+    const resultEl = el("div", { class: "json-box" });
     resultEl.hidden = true;
     const node = el(
       "div",
@@ -288,6 +406,9 @@ function setIds(values) {
     if (value !== undefined && value !== null && value !== "") state.ids[key] = String(value);
   }
   const order = ["threadId", "aguiRunId", "executionId", "contextId", "taskId", "sessionId", "rosInvocationId"];
+  const shown = JSON.stringify(order.map((key) => state.ids[key] ?? null));
+  if (ui.ids.dataset.shown === shown) return; // unchanged: keep the nodes (a status refresh repeats them)
+  ui.ids.dataset.shown = shown;
   ui.ids.replaceChildren(
     ...order.filter((key) => key in state.ids).flatMap((key) => [
       el("dt", { text: key }),
@@ -326,6 +447,30 @@ function safeLink(url, label) {
   return el("code", { class: "artifact-uri", title: "not a web link", text: url });
 }
 
+// The content of an inline part (A2A `text`, or `raw` base64 that is UTF-8 text); null when there is none.
+function inlineText(part) {
+  if (typeof part.text === "string") return part.text;
+  if (typeof part.raw !== "string") return null;
+  try {
+    const bytes = Uint8Array.from(atob(part.raw), (c) => c.charCodeAt(0));
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+// Inline content as a highlighted code block with copy and download (a blob: URL, revoked on a new thread).
+function inlineArtifact(part, text, fallbackName) {
+  const filename = part.filename || (part.metadata && part.metadata.sourcePath) || fallbackName || "artifact.txt";
+  const language = languageOf(filename) || languageOf(part.mediaType);
+  const mediaType = typeof part.mediaType === "string" && /^[\w.+-]+\/[\w.+-]+$/.test(part.mediaType) ? part.mediaType : "text/plain";
+  const url = URL.createObjectURL(new Blob([text], { type: `${mediaType};charset=utf-8` }));
+  state.blobUrls.push(url);
+  const name = filename.slice(filename.lastIndexOf("/") + 1);
+  const download = el("a", { class: "download", href: url, download: name, text: "Download" });
+  return codeFrame(el("pre", {}, codeElement(text, language)), language || "text", download);
+}
+
 function renderArtifact(value) {
   const parts = Array.isArray(value.parts) ? value.parts : [];
   const list = el("ul");
@@ -335,8 +480,9 @@ function renderArtifact(value) {
       .filter(Boolean)
       .join(", ");
     const item = el("li");
+    const text = inlineText(part);
     if (typeof part.url === "string") item.append(safeLink(part.url, part.filename || part.url));
-    else if (typeof part.text === "string") item.append(el("pre", { text: part.text }));
+    else if (text !== null) item.append(inlineArtifact(part, text, value.name));
     else item.append(el("code", { text: JSON.stringify(part) }));
     if (details) item.append(` (${details})`);
     if (meta.sourcePath) item.append(" ", el("code", { text: meta.sourcePath }));
@@ -545,27 +691,25 @@ function onEvent(event, live) {
       addNote(`run ${event.runId} started`);
       setIds({ aguiRunId: event.runId });
       break;
-    case "TEXT_MESSAGE_START": {
-      const body = el("div", { class: "body" });
-      ui.transcript.append(el("div", { class: "msg assistant", "data-message-id": event.messageId }, body));
-      state.texts.set(event.messageId, body);
+    case "TEXT_MESSAGE_START":
+      endView(state.texts, event.messageId);
+      newTextView(event.messageId);
       break;
-    }
     case "TEXT_MESSAGE_CONTENT":
-      textBody(event.messageId).append(event.delta);
+      textView(event.messageId).append(event.delta);
       break;
     case "TEXT_MESSAGE_END":
-      state.texts.delete(event.messageId);
+      endView(state.texts, event.messageId);
       break;
     case "REASONING_START":
     case "REASONING_MESSAGE_START":
-      reasoningBody(event.messageId);
+      reasoningView(event.messageId);
       break;
     case "REASONING_MESSAGE_CONTENT":
-      reasoningBody(event.messageId).append(event.delta);
+      reasoningView(event.messageId).append(event.delta);
       break;
     case "REASONING_END":
-      state.reasoning.delete(event.messageId);
+      endView(state.reasoning, event.messageId);
       break;
     case "TOOL_CALL_START":
       toolCard(event.toolCallId, event.toolCallName);
@@ -573,18 +717,18 @@ function onEvent(event, live) {
     case "TOOL_CALL_ARGS": {
       const tool = toolCard(event.toolCallId);
       tool.args += event.delta;
-      tool.argsEl.textContent = tool.args;
+      tool.argsEl.replaceChildren(el("pre", { class: "args", text: tool.args }));
       break;
     }
     case "TOOL_CALL_END": {
       const tool = toolCard(event.toolCallId);
-      tool.argsEl.textContent = pretty(tool.args);
+      showJson(tool.argsEl, "args", "arguments", tool.args);
       break;
     }
     case "TOOL_CALL_RESULT": {
       const tool = toolCard(event.toolCallId);
       tool.resultEl.hidden = false;
-      tool.resultEl.textContent = pretty(event.content);
+      showJson(tool.resultEl, "result", "result", event.content);
       tool.node.dataset.status = "done";
       tool.statusEl.textContent = "done";
       break;
@@ -900,6 +1044,9 @@ async function refreshStatus() {
 }
 
 function resetView() {
+  delete ui.ids.dataset.shown;
+  for (const view of [...state.texts.values(), ...state.reasoning.values()]) clearTimeout(view.timer);
+  for (const url of state.blobUrls.splice(0)) URL.revokeObjectURL(url);
   ui.transcript.replaceChildren();
   ui.steps.replaceChildren();
   ui.usage.replaceChildren();

@@ -19,8 +19,7 @@ import os
 import threading
 from collections import OrderedDict
 
-from agui_bridge.store.model import ThreadState
-from agui_bridge.store.snapshot import copy_state, stored_copy
+from agui_bridge.store.model import ThreadState, copy_state, stored_copy
 from agui_bridge.store.writer import FileSignature
 
 __all__ = ["BYTE_BUDGET", "CAPACITY", "DocumentCache"]

@@ -16,10 +16,11 @@ from agui_bridge.store.model import (
     PendingInterrupt,
     RunLease,
     ThreadState,
+    copy_state,
     new_thread,
+    stored_copy,
     to_document,
 )
-from agui_bridge.store.snapshot import copy_state, stored_copy
 
 DIGEST = "ab" * 32
 

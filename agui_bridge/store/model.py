@@ -3,7 +3,7 @@
 See docs/design.md#state-record, docs/design.md#state-document and docs/design.md#state-load.
 
 Python code works with snake_case dataclasses; each field's metadata names its camelCase key and its kind
-(`store/kinds.py`), and `store/document.py` derives loading, writing and copying from them.
+(`store/kinds.py`), and `store/derive.py` derives loading, writing and copying from them (the end of this module).
 The record has no field for message text, images, credentials or model options, and pending input
 values are cut down to the allow-list of docs/design.md#interrupt-building on the way in and out, so a secret cannot
 reach the file even by mistake.

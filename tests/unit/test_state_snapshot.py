@@ -67,7 +67,7 @@ def _full() -> ThreadState:
 
 
 def test_every_field_of_every_record_is_known() -> None:
-    """A new field must be added to `state.snapshot` (and to this list) or the cache would drop it."""
+    """The declared fields, pinned: a new one is declared once (`store/model.py`, with a kind) and listed here."""
     names = {
         record.__name__: [f.name for f in dataclasses.fields(record)]
         for record in (ThreadState, Execution, PendingInterrupt, RunLease, AppliedResume)

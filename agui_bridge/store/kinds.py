@@ -23,6 +23,7 @@ __all__ = [
     "FLAG",
     "HEX64",
     "NATURAL",
+    "OPTIONAL_JSON_OBJECT",
     "OPTIONAL_TEXT",
     "TEXT",
     "TIMESTAMP",
@@ -32,7 +33,6 @@ __all__ = [
     "Nested",
     "NestedList",
     "NestedMap",
-    "OptionalJsonObject",
     "OptionalNested",
     "Records",
     "SortedSet",
@@ -438,7 +438,7 @@ class _OptionalJsonObject(Kind):
         return copy_json
 
 
-OptionalJsonObject: Final[Kind] = _OptionalJsonObject()
+OPTIONAL_JSON_OBJECT: Final[Kind] = _OptionalJsonObject()
 
 
 # ------------------------------------------------------------------------------------------- records

@@ -24,6 +24,7 @@ from agui_bridge.store.kinds import (
     FLAG,
     HEX64,
     NATURAL,
+    OPTIONAL_JSON_OBJECT,
     OPTIONAL_TEXT,
     TEXT,
     TIMESTAMP,
@@ -32,7 +33,6 @@ from agui_bridge.store.kinds import (
     Nested,
     NestedList,
     NestedMap,
-    OptionalJsonObject,
     OptionalNested,
     SortedSet,
     UsableStringList,
@@ -151,7 +151,7 @@ class PendingInterrupt:
     #: access cleans the entry up.
     expires_at_ms: int = field(metadata=wire("expiresAt", TIMESTAMP, absent=0))
     #: The AG-UI interrupt exactly as announced.
-    announced: dict[str, object] | None = field(default=None, metadata=wire("announced", OptionalJsonObject))
+    announced: dict[str, object] | None = field(default=None, metadata=wire("announced", OPTIONAL_JSON_OBJECT))
 
 
 @dataclass

@@ -34,7 +34,7 @@ def _scalar_samples() -> dict[Kind, object]:
         kinds.NATURAL: 7,
         kinds.FLAG: True,
         kinds.TIMESTAMP: 1_795_000_000_123,
-        kinds.OptionalJsonObject: {"a": {"b": [1, {"c": 2.5}]}, "z": None},
+        kinds.OPTIONAL_JSON_OBJECT: {"a": {"b": [1, {"c": 2.5}]}, "z": None},
     }
 
 

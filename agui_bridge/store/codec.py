@@ -7,7 +7,6 @@ standard library wherever orjson would differ.
 from __future__ import annotations
 
 import json
-import math
 
 import orjson
 
@@ -36,18 +35,6 @@ def parse(data: bytes) -> object:
     return parsed
 
 
-def _refuse_non_finite(value: object) -> None:
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError("NaN or Infinity in thread state")
-    elif isinstance(value, dict):
-        for item in value.values():
-            _refuse_non_finite(item)
-    elif isinstance(value, list):
-        for item in value:
-            _refuse_non_finite(item)
-
-
 def serialise(state: ThreadState) -> bytes:
     """UTF-8, 2-space indent, non-ASCII literal, NaN forbidden, trailing newline (8.2).
 
@@ -55,13 +42,10 @@ def serialise(state: ThreadState) -> bytes:
     times faster (the standard library has no C encoder for indented output: 36 us of the hub for a small
     document, 600 us for a full one); only a float, which can come only from the kernel's input values in
     `pending`, may be spelled differently (`1e-5`, not `1e-05`), the same number. orjson writes NaN as null, so
-    `pending` is checked for it first; what orjson refuses (an integer beyond 64 bits, a lone surrogate) goes
+    `to_document` refuses it first; what orjson refuses (an integer beyond 64 bits, a lone surrogate) goes
     to the standard library, which decides as before.
     """
     doc = to_document(state)
-    execution = doc["execution"]
-    if isinstance(execution, dict):
-        _refuse_non_finite(execution["pending"])
     try:
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:

@@ -18,8 +18,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from agui_bridge.store.model import ThreadState
-from agui_bridge.store.snapshot import copy_state, stored_copy
+from agui_bridge.store.model import ThreadState, copy_state, stored_copy
 from agui_bridge.store.writer import FileSignature
 from agui_bridge.worker.fork import after_fork_in_child
 

@@ -1,8 +1,9 @@
-"""The per-thread state record and its schemaVersion 1 document.
+"""The per-thread state record: the one declaration of the thread file's schemaVersion 1 document.
 
-See docs/design.md#state-document and docs/design.md#state-load.
+See docs/design.md#state-record, docs/design.md#state-document and docs/design.md#state-load.
 
-Python code works with snake_case dataclasses; camelCase exists only in `to_document` and `store/document.py`.
+Python code works with snake_case dataclasses; each field's metadata names its camelCase key and its kind
+(`store/kinds.py`), and `store/derive.py` derives loading, writing and copying from them (the end of this module).
 The record has no field for message text, images, credentials or model options, and pending input
 values are cut down to the allow-list of docs/design.md#interrupt-building on the way in and out, so a secret cannot
 reach the file even by mistake.
@@ -13,10 +14,34 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from typing import Final
 
 from agui_bridge.config import limits
+from agui_bridge.protocol.ids import emitted_id
+from agui_bridge.store.derive import derive
 from agui_bridge.store.keys import context_id_for
+from agui_bridge.store.kinds import (
+    FLAG,
+    HEX64,
+    NATURAL,
+    OPTIONAL_JSON_OBJECT,
+    OPTIONAL_TEXT,
+    TEXT,
+    TIMESTAMP,
+    JsonObject,
+    Lenient,
+    Nested,
+    NestedList,
+    NestedMap,
+    OptionalNested,
+    SortedSet,
+    UsableStringList,
+    UsableStringMap,
+    sorted_json,
+    wire,
+)
+from agui_bridge.store.kinds import format_rfc3339_ms as format_rfc3339_ms
+from agui_bridge.store.kinds import parse_rfc3339_ms as parse_rfc3339_ms
 
 SCHEMA_VERSION = 1
 
@@ -50,97 +75,19 @@ PENDING_VALUE_KEYS = frozenset(
     }
 )
 
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ONE_MS = timedelta(milliseconds=1)
-_MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+
+def allowed_value(value: Mapping[str, object]) -> dict[str, object]:
+    """The allow-listed keys of a pending input value, deep-copied with sorted keys."""
+    return {key: sorted_json(value[key]) for key in sorted(value) if key in PENDING_VALUE_KEYS}
 
 
-@dataclass
-class PendingInterrupt:
-    """An interrupt waiting for an answer; `value` is the allow-listed A2A input projection."""
-
-    value: dict[str, object]
-    sideband: bool
-    expires_at_ms: int
-    announced: dict[str, object] | None = None  # the AG-UI interrupt exactly as announced
-
-
-@dataclass
-class RunLease:
-    """Durable busy slot (docs/design.md#decision-many-workers-one-truth): held by `owner`;
-    `expires_at_ms` ends the grace period after which the
-    owner's beacon (worker/beacon.py) must list the run for the lease to stay live."""
-
-    run_id: str
-    execution_id: str
-    owner: str
-    expires_at_ms: int
-    cancel_requested: bool = False
-
-
-@dataclass
-class Execution:
-    execution_id: str
-    ros_invocation_id: str
-    task_id: str | None = None
-    pipeline_sequence: int = 0
-    pipeline_open_steps: list[str] = field(default_factory=list)
-    text_snapshot_digests: list[str] = field(default_factory=list)
-    pending: dict[str, PendingInterrupt] = field(default_factory=dict)
-    #: W3C traceparent of the run that started this execution, only while tracing is on (docs/design.md#observability):
-    #: a resume's span links to it. An id pair, nothing else; an invalid value is dropped on read.
-    traceparent: str | None = None
-
-
-@dataclass
-class AppliedResume:
-    execution_id: str
-    interrupt_id: str
-    digest: str
-
-
-@dataclass
-class ThreadState:
-    thread_id: str
-    context_id: str
-    cwd: str
-    user_id: str | None
-    session_id: str | None
-    execution: Execution
-    run_digests: dict[str, str] = field(default_factory=dict)
-    applied_resume_digests: list[AppliedResume] = field(default_factory=list)
-    terminal_execution_ids: list[str] = field(default_factory=list)
-    active_run: RunLease | None = None
-    last_activity_ms: int = 0
-
-
-# --------------------------------------------------------------------------------------------- mutations
-
-
-def new_thread(thread_id: str, cwd: str, user_id: str | None, ros_invocation_id: str, execution_id: str) -> ThreadState:
-    """A freshly bound thread with its first execution and no task yet (docs/design.md#admission)."""
-    return ThreadState(
-        thread_id=thread_id,
-        context_id=context_id_for(thread_id),
-        cwd=cwd,
-        user_id=user_id,
-        session_id=None,
-        execution=Execution(execution_id=execution_id, ros_invocation_id=ros_invocation_id),
-    )
+# --------------------------------------------------------------------------------------------- bounded windows
 
 
 def _newest_unique(items: list[str], keep: int) -> list[str]:
     """The last `keep` distinct items, in their order (a repeated item keeps its first place)."""
     unique = list(dict.fromkeys(items))
     return unique[-keep:] if len(unique) > keep else unique
-
-
-def _add_terminal(state: ThreadState, execution_id: str) -> None:
-    """Retirement order, newest last, bounded: an execution older than the newest
-    MAX_TERMINAL_EXECUTION_IDS is forgotten (a cancel of it is then EXECUTION_NOT_FOUND)."""
-    ids = [*state.terminal_execution_ids, execution_id]
-    state.terminal_execution_ids = _newest_unique(ids, limits.MAX_TERMINAL_EXECUTION_IDS)
 
 
 def bounded_run_digests(run_digests: Mapping[str, str]) -> dict[str, str]:
@@ -163,6 +110,137 @@ def bounded_applied(applied: list[AppliedResume], current_execution_id: str) -> 
     return others[len(others) - (cap - len(current)) :] + current
 
 
+_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def _traceparent_kept(raw: object) -> str | None:
+    """Tracing is never a reason to call a thread file corrupt: anything but a valid id is dropped."""
+    return raw if isinstance(raw, str) and _TRACEPARENT.fullmatch(raw) else None
+
+
+def _interrupt_id_of(entry: PendingInterrupt) -> str | None:
+    """The AG-UI interrupt id of the kernel's inputId, which keys the entry (docs/design.md#emitted-ids)."""
+    input_id = entry.value.get("inputId")
+    return emitted_id(input_id) if isinstance(input_id, str) else None
+
+
+def _applied_order(applied: AppliedResume) -> tuple[str, str, str]:
+    return (applied.execution_id, applied.interrupt_id, applied.digest)
+
+
+def _applied_window(applied: list[AppliedResume], state: ThreadState) -> list[AppliedResume]:
+    return bounded_applied(applied, state.execution.execution_id)
+
+
+def _terminal_window(ids: list[str]) -> list[str]:
+    return _newest_unique(ids, limits.MAX_TERMINAL_EXECUTION_IDS)
+
+
+# The records. Each field's metadata (`wire`) is its one declaration in the file: key, kind (how it is checked,
+# written and copied, `store/kinds.py`) and, where a file may lack it and that does not mean the field's
+# default, what its absence means. `store/derive.py` derives loading, writing and copying from these (below).
+
+
+@dataclass
+class PendingInterrupt:
+    """An interrupt waiting for an answer; `value` is the allow-listed A2A input projection."""
+
+    value: dict[str, object] = field(metadata=wire("value", JsonObject(allowed_value)))
+    sideband: bool = field(metadata=wire("sideband", FLAG, absent=False))
+    #: Absent or null in files written before interrupts expired: read as already expired (0), so the next
+    #: access cleans the entry up.
+    expires_at_ms: int = field(metadata=wire("expiresAt", TIMESTAMP, absent=0))
+    #: The AG-UI interrupt exactly as announced.
+    announced: dict[str, object] | None = field(default=None, metadata=wire("announced", OPTIONAL_JSON_OBJECT))
+
+
+@dataclass
+class RunLease:
+    """Durable busy slot (docs/design.md#decision-many-workers-one-truth): held by `owner`;
+    `expires_at_ms` ends the grace period after which the
+    owner's beacon (worker/beacon.py) must list the run for the lease to stay live."""
+
+    run_id: str = field(metadata=wire("runId", TEXT))
+    execution_id: str = field(metadata=wire("executionId", TEXT))
+    owner: str = field(metadata=wire("owner", TEXT))
+    expires_at_ms: int = field(metadata=wire("leaseUntil", NATURAL, absent=0))
+    cancel_requested: bool = field(default=False, metadata=wire("cancelRequested", FLAG))
+
+
+@dataclass
+class Execution:
+    execution_id: str = field(metadata=wire("executionId", TEXT))
+    ros_invocation_id: str = field(metadata=wire("rosInvocationId", TEXT))
+    task_id: str | None = field(default=None, metadata=wire("taskId", OPTIONAL_TEXT))
+    pipeline_sequence: int = field(default=0, metadata=wire("pipelineSequence", NATURAL))
+    pipeline_open_steps: list[str] = field(default_factory=list, metadata=wire("pipelineOpenSteps", SortedSet(TEXT)))
+    text_snapshot_digests: list[str] = field(
+        default_factory=list, metadata=wire("textSnapshotDigests", SortedSet(HEX64))
+    )
+    #: Insertion order is kept: it is the order interrupts are announced (see `to_document`).
+    pending: dict[str, PendingInterrupt] = field(
+        default_factory=dict,
+        metadata=wire("pending", NestedMap(PendingInterrupt, _interrupt_id_of, "value.inputId must give its key")),
+    )
+    #: W3C traceparent of the run that started this execution, only while tracing is on (docs/design.md#observability):
+    #: a resume's span links to it. An id pair, nothing else; an invalid value is dropped on read.
+    traceparent: str | None = field(default=None, metadata=wire("traceparent", Lenient(_traceparent_kept)))
+
+
+@dataclass
+class AppliedResume:
+    execution_id: str = field(metadata=wire("executionId", TEXT))
+    interrupt_id: str = field(metadata=wire("interruptId", TEXT))
+    digest: str = field(metadata=wire("digest", TEXT))
+
+
+@dataclass
+class ThreadState:
+    thread_id: str = field(metadata=wire("threadId", TEXT))
+    context_id: str = field(metadata=wire("contextId", TEXT))
+    cwd: str = field(metadata=wire("cwd", TEXT))
+    user_id: str | None = field(metadata=wire("userId", OPTIONAL_TEXT, absent=None))
+    session_id: str | None = field(metadata=wire("iacCodeSessionId", OPTIONAL_TEXT, absent=None))
+    execution: Execution = field(metadata=wire("execution", Nested(Execution)))
+    # runDigests and terminalExecutionIds are bounded memories, not records anything depends on: an unusable
+    # entry is dropped on read, only a wrong container type makes the file corrupt. Both keep their age
+    # order (newest last): the file is where "newest" is remembered.
+    run_digests: dict[str, str] = field(
+        default_factory=dict, metadata=wire("runDigests", UsableStringMap(bounded_run_digests))
+    )
+    applied_resume_digests: list[AppliedResume] = field(
+        default_factory=list,
+        metadata=wire("appliedResumeDigests", NestedList(AppliedResume, _applied_window, _applied_order)),
+    )
+    terminal_execution_ids: list[str] = field(
+        default_factory=list, metadata=wire("terminalExecutionIds", UsableStringList(_terminal_window))
+    )
+    active_run: RunLease | None = field(default=None, metadata=wire("activeRun", OptionalNested(RunLease)))
+    last_activity_ms: int = field(default=0, metadata=wire("lastActivityAt", NATURAL))
+
+
+# --------------------------------------------------------------------------------------------- mutations
+
+
+def new_thread(thread_id: str, cwd: str, user_id: str | None, ros_invocation_id: str, execution_id: str) -> ThreadState:
+    """A freshly bound thread with its first execution and no task yet (docs/design.md#admission)."""
+    return ThreadState(
+        thread_id=thread_id,
+        context_id=context_id_for(thread_id),
+        cwd=cwd,
+        user_id=user_id,
+        session_id=None,
+        execution=Execution(execution_id=execution_id, ros_invocation_id=ros_invocation_id),
+    )
+
+
+def _add_terminal(state: ThreadState, execution_id: str) -> None:
+    """Retirement order, newest last, bounded: an execution older than the newest
+    MAX_TERMINAL_EXECUTION_IDS is forgotten (a cancel of it is then EXECUTION_NOT_FOUND)."""
+    ids = [*state.terminal_execution_ids, execution_id]
+    state.terminal_execution_ids = _newest_unique(ids, limits.MAX_TERMINAL_EXECUTION_IDS)
+
+
 def rotate_execution(state: ThreadState, ros_invocation_id: str, new_execution_id: str) -> None:
     """Start a new turn (docs/design.md#admission): the old execution is recorded as terminal only if it had a task."""
     if state.execution.task_id is not None:
@@ -180,54 +258,11 @@ def retire_execution(state: ThreadState) -> None:
     state.execution.pending = {}
 
 
-# --------------------------------------------------------------------------------------------- time
+# --------------------------------------------------------------------------------------------- derived
 
-
-def format_rfc3339_ms(ms: int) -> str:
-    """Epoch milliseconds → `2026-11-29T19:30:00.000Z` (integer arithmetic, no float rounding)."""
-    if isinstance(ms, bool) or not isinstance(ms, int) or not 0 <= ms <= _MAX_MS:
-        raise ValueError("timestamp out of range")
-    seconds, millis = divmod(ms, 1000)
-    moment = _EPOCH + timedelta(seconds=seconds)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{millis:03d}Z"
-
-
-def parse_rfc3339_ms(text: str) -> int:
-    """RFC 3339 timestamp with an explicit offset → epoch milliseconds (sub-ms digits truncated)."""
-    if _RFC3339.fullmatch(text) is None:
-        raise ValueError("not an RFC 3339 timestamp")
-    moment = datetime.fromisoformat(text)
-    ms = (moment - _EPOCH) // _ONE_MS
-    if not 0 <= ms <= _MAX_MS:
-        raise ValueError("timestamp out of range")
-    return ms
-
-
-# --------------------------------------------------------------------------------------------- to document
-
-
-def _sorted_json(value: object) -> object:
-    """Deep copy with object keys sorted, so the file is stable without `sort_keys` (see `to_document`)."""
-    if isinstance(value, Mapping):
-        return {str(key): _sorted_json(value[key]) for key in sorted(value, key=str)}
-    if isinstance(value, list | tuple):
-        return [_sorted_json(item) for item in value]
-    return value
-
-
-def allowed_value(value: Mapping[str, object]) -> dict[str, object]:
-    """The allow-listed keys of a pending input value, deep-copied with sorted keys."""
-    return {key: _sorted_json(value[key]) for key in sorted(value) if key in PENDING_VALUE_KEYS}
-
-
-def _pending_document(entry: PendingInterrupt) -> dict[str, object]:
-    doc: dict[str, object] = {}
-    if entry.announced is not None:
-        doc["announced"] = _sorted_json(entry.announced)
-    doc["expiresAt"] = format_rfc3339_ms(entry.expires_at_ms)
-    doc["sideband"] = bool(entry.sideband)
-    doc["value"] = allowed_value(entry.value)
-    return doc
+_RECORD: Final = derive(ThreadState, version_key="schemaVersion", version=SCHEMA_VERSION)
+#: The strict loader of a whole document (marshmallow; `store/document.load_document` reports its errors).
+RECORD_SCHEMA: Final = _RECORD.root.schema
 
 
 def to_document(state: ThreadState) -> dict[str, object]:
@@ -236,45 +271,24 @@ def to_document(state: ThreadState) -> dict[str, object]:
     Keys come out sorted, except `execution.pending`, which keeps insertion order: RUN_FINISHED lists
     pending interrupts in insertion order (docs/design.md#interrupt-commit) and, since every operation
     re-reads the file (docs/design.md#decision-many-workers-one-truth), the file is the only place
-    that order can live. Serialise with `sort_keys=False`. For the same reason
-        `runDigests` and `terminalExecutionIds` keep their age order (newest last): they are bounded
-        windows (docs/http-api.md#limits) and the file is where "newest" is remembered.
+    that order can live. Serialise with `sort_keys=False`. For the same reason `runDigests` and
+    `terminalExecutionIds` keep their age order (newest last): they are bounded windows
+    (docs/http-api.md#limits) and the file is where "newest" is remembered. A NaN or infinity raises
+    `ValueError`.
     """
-    execution = state.execution
-    execution_doc: dict[str, object] = {
-        "executionId": execution.execution_id,
-        "pending": {key: _pending_document(entry) for key, entry in execution.pending.items()},
-        "pipelineOpenSteps": sorted(set(execution.pipeline_open_steps)),
-        "pipelineSequence": execution.pipeline_sequence,
-        "rosInvocationId": execution.ros_invocation_id,
-        "taskId": execution.task_id,
-        "textSnapshotDigests": sorted(set(execution.text_snapshot_digests)),
-    }
-    if execution.traceparent is not None:
-        execution_doc["traceparent"] = execution.traceparent
-    doc: dict[str, object] = {}
-    if state.active_run is not None:
-        lease = state.active_run
-        doc["activeRun"] = {
-            "cancelRequested": lease.cancel_requested,
-            "executionId": lease.execution_id,
-            "leaseUntil": lease.expires_at_ms,
-            "owner": lease.owner,
-            "runId": lease.run_id,
-        }
-    applied = bounded_applied(state.applied_resume_digests, execution.execution_id)
-    applied.sort(key=lambda a: (a.execution_id, a.interrupt_id, a.digest))
-    doc["appliedResumeDigests"] = [
-        {"digest": a.digest, "executionId": a.execution_id, "interruptId": a.interrupt_id} for a in applied
-    ]
-    doc["contextId"] = state.context_id
-    doc["cwd"] = state.cwd
-    doc["execution"] = execution_doc
-    doc["iacCodeSessionId"] = state.session_id
-    doc["lastActivityAt"] = state.last_activity_ms
-    doc["runDigests"] = bounded_run_digests(state.run_digests)  # admission order, newest last
-    doc["schemaVersion"] = SCHEMA_VERSION
-    doc["terminalExecutionIds"] = _newest_unique(state.terminal_execution_ids, limits.MAX_TERMINAL_EXECUTION_IDS)
-    doc["threadId"] = state.thread_id
-    doc["userId"] = state.user_id
-    return doc
+    document: dict[str, object] = _RECORD.root.dump(state)
+    return document
+
+
+def copy_state(state: ThreadState) -> ThreadState:
+    """A deep copy: mutating it never touches `state` (the worker's cache hands these out,
+    docs/design.md#state-cache)."""
+    copy: ThreadState = _RECORD.root.copy(state)
+    return copy
+
+
+def stored_copy(state: ThreadState) -> ThreadState:
+    """A deep copy of `state` as the file written from it reads back (bounded, sorted, cleaned), without
+    writing or reading it (docs/design.md#state-cache)."""
+    stored: ThreadState = _RECORD.root.stored(state)
+    return stored

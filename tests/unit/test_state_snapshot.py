@@ -15,10 +15,11 @@ from agui_bridge.store.model import (
     PendingInterrupt,
     RunLease,
     ThreadState,
+    copy_state,
     new_thread,
+    stored_copy,
     to_document,
 )
-from agui_bridge.store.snapshot import copy_state, stored_copy
 from tests.support.thread_records import DIGEST, full_thread_state
 
 
@@ -38,7 +39,7 @@ def _same(copy: ThreadState, read: ThreadState) -> bool:
 
 
 def test_every_field_of_every_record_is_known() -> None:
-    """A new field must be added to `state.snapshot` (and to this list) or the cache would drop it."""
+    """The declared fields, pinned: a new one is declared once (`store/model.py`, with a kind) and listed here."""
     names = {
         record.__name__: [f.name for f in dataclasses.fields(record)]
         for record in (ThreadState, Execution, PendingInterrupt, RunLease, AppliedResume)

@@ -235,6 +235,14 @@ class RunEnd:
         events.append(ev.run_error(str(error.code), message, usage))
         return events
 
+    def unshown_error_events(self, error: BridgeError) -> list[Event]:
+        """`error_events` for the record only (the client left): the trace goes on reporting what was shown."""
+        shown_code = self.error_code
+        try:
+            return self.error_events(error)
+        finally:
+            self.error_code = shown_code
+
     def finished_events(self, result: dict[str, Any]) -> list[Event]:
         """Open spans closed, then RUN_FINISHED with the run's usage."""
         events = self._projector.close_all()

@@ -66,8 +66,8 @@ class Detacher:
     """
 
     __slots__ = (
-        "_began", "_closed", "_emitter", "_end", "_mailbox", "_observer", "_run_id", "_runtime", "_window_s",
-        "departed", "detached", "record", "window_expired",
+        "_began", "_closed", "_emitter", "_end", "_mailbox", "_observer", "_record", "_run_id", "_runtime",
+        "_window_s", "departed", "detached", "window_expired",
     )  # fmt: skip
 
     def __init__(
@@ -75,7 +75,7 @@ class Detacher:
         emitter: Emitter, runtime: Runtime, observer: RunObserver,
     ) -> None:  # fmt: skip
         self._window_s = window_s
-        self.record = record
+        self._record = record
         self._run_id = run_id
         self._end = end
         self._mailbox = mailbox
@@ -88,12 +88,17 @@ class Detacher:
         self.detached = False
         self.departed = False  # the client's socket reached EOF (client_departed)
 
+    @property
+    def record(self) -> RunRecord | None:
+        """The run's record (None when recording is off): the emitter's sink, given at construction."""
+        return self._record
+
     def _live(self) -> bool:
         return self._began and not self._closed
 
     def can_detach(self) -> bool:
         """The client went away mid-run and a reader may come back: keep the run going instead."""
-        record = self.record
+        record = self._record
         return (
             self._window_s > 0
             and self._live()
@@ -105,7 +110,9 @@ class Detacher:
         )
 
     def client_departed(self) -> None:
-        """The client closed its socket: with a window the run detaches, without one it ends."""
+        """The client closed its socket (`runtime.watch_client_eof`): act now, as a disconnect would at the next
+        write, instead of at the next heartbeat. With a reattach window the run detaches (the body hands it to
+        the stream's `close()`); without one it ends and its task is cancelled."""
         if self.departed or self.detached or self._end.finished:
             return  # already acted on: a detached run goes on without its client
         self.departed = True
@@ -143,7 +150,7 @@ class Detacher:
     def _watch_readers(self) -> None:
         """Cancel the run once no reader was seen for the whole window, or at once when its record stopped
         (no reader can ever reattach to it then)."""
-        record = self.record
+        record = self._record
         assert record is not None
         last_seen = time.monotonic()
         interval_s = check_interval(self._window_s)
@@ -169,14 +176,15 @@ class Detacher:
         window 0 or no detach) passes `abandoned_end`, the events that end it, so the record still ends and a
         reattach gets RUN_ERROR CANCELLED instead of waiting."""
         self._closed = True
-        if self.record is None:
+        record = self._record
+        if record is None:
             return
         if abandoned_end is not None:
             try:
                 self._emitter.record_only(abandoned_end())
             except Exception:  # the run is over either way; only the record misses its end
                 log.warning("the end of an abandoned run was not recorded", exc_info=True)
-        self.record.close()
+        record.close()
 
 
 __all__ = ["Detacher", "check_interval", "new_record"]

@@ -81,6 +81,9 @@ class CommitFailed(Exception):
 class RunEnd:
     """The end of one run: open until `end` is called, then finished for good."""
 
+    __slots__ = ("_client", "_language", "_ledger", "_observer", "_outcome", "_projector", "_runtime", "_ticket",
+                 "cancelled_elsewhere", "error_code", "finished")  # fmt: skip
+
     def __init__(
         self,
         ticket: RunTicket,

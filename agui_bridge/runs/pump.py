@@ -165,6 +165,8 @@ def _never() -> bool:
 class Pacer:
     """A stream's clock: heartbeats, the requests of its `Mailbox`, unary calls off the generator."""
 
+    __slots__ = ("_detaches_on_departure", "_heartbeat", "_interval_s", "_next_heartbeat", "_runtime", "mailbox")
+
     def __init__(
         self,
         runtime: Runtime,

@@ -83,9 +83,9 @@ class RunStream:
         self._upstream_since: float | None = None  # the first A2A call of the stream; None once an event was read
         observer.run_started()
         self._trace_parent = tracing.capture()  # the request's span: the body is iterated after it
-        self._connection = ClientConnection(
-            client_socket, write_timeout_s=context.settings.client_write_timeout_s, on_eof=self.client_departed
-        )  # docs/operations.md#capacity
+        # The client's EOF acts at once: the run detaches or ends (docs/operations.md#capacity).
+        timeout_s, departed = context.settings.client_write_timeout_s, context.detacher.client_departed
+        self._connection = ClientConnection(client_socket, write_timeout_s=timeout_s, on_eof=departed)
 
     @property
     def emitter(self) -> Emitter:
@@ -125,12 +125,6 @@ class RunStream:
     def request_stop(self) -> None:
         """Ask the run to end now with RUN_ERROR (worker shutdown); safe from any greenlet/thread."""
         self._context.mailbox.request_stop()
-
-    def client_departed(self) -> None:
-        """The client closed its socket (`runtime.watch_client_eof`): act now, as a disconnect would at
-        the next write, instead of at the next heartbeat. With a reattach window the run detaches
-        (the body hands it to `close()`); without one it ends and its task is cancelled."""
-        self._detacher.client_departed()
 
     # ---- the WSGI body ----------------------------------------------------------------------
 

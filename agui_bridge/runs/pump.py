@@ -7,9 +7,9 @@ Used by run and guidance streams alike (docs/design.md#stream-pump-heartbeat):
   the kernel, so a slow client slows the kernel down; a put that waits longer than the stall timeout
   ends the pump with an error. The stream takes items with `get` and, when the pump is ahead of the
   client, everything already queued with `ready`, so it can be shown in one write.
-* `Pacer` is the stream's clock: the time left until the next `: heartbeat`, stop and cancel requests
-  from other greenlets (which wake whatever queue the stream waits on), and unary calls made off the
-  generator while it keeps heartbeating.
+* `Pacer` is the stream's clock: the time left until the next `: heartbeat`, acting on the requests of
+  its `Mailbox` (`runs/mailbox.py`: stop, cancel and departure requests from other greenlets, which wake
+  whatever queue the stream waits on), and unary calls made off the generator while it keeps heartbeating.
 
 Under gevent the generator itself must never block on the kernel: every wait is a queue get with a
 timeout no longer than the time to the next heartbeat.

@@ -110,6 +110,11 @@ class PipelineMapper:
         #: text message id -> the step keys whose end ends it (and its reasoning), for this run
         self._message_owners: dict[str, frozenset[str]] = {}
 
+    @property
+    def projector(self) -> RunProjector:
+        """The run's projector, whose spans the envelopes open and close."""
+        return self._projector
+
     # ---- run start ------------------------------------------------------------------------
 
     def reopen(self) -> list[Event]:
@@ -279,3 +284,18 @@ class PipelineMapper:
         finished = ev.step_finished(name)
         finished["timestamp"] = started["timestamp"]
         out.extend((started, finished))
+
+
+def run_projection(
+    thread_id: str, run_id: str, text_digests: set[str], durable_steps: list[str], sequence: int
+) -> PipelineMapper:
+    """A run's projector and its Pipeline mapper, each built once over the other: the projector calls the
+    mapper for envelopes, the mapper opens and closes the projector's spans (`PipelineMapper.projector`)."""
+    built: list[PipelineMapper] = []
+
+    def mapper_over(projector: RunProjector) -> PipelineMapper:
+        built.append(PipelineMapper(projector, thread_id, durable_steps, sequence))
+        return built[0]
+
+    RunProjector(thread_id, run_id, text_digests, envelopes=mapper_over)
+    return built[0]

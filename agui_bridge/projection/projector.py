@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from agui_bridge.a2a.signals import A2AEvent
 from agui_bridge.projection.usage import UsageTotals
@@ -67,10 +67,31 @@ def _history_text(body: dict[str, Any]) -> tuple[str | None, str]:
     return non_empty_str(trailing[-1].get("messageId")), "".join(_parts_text(m.get("parts")) for m in trailing)
 
 
-class RunProjector:
-    """Stateful per-run mapper. `project()` returns the AG-UI events for one A2A event."""
+#: Maps the Pipeline envelopes of one event's `metadata.iac_code` (`projection/pipeline.PipelineMapper.live`).
+EnvelopeMapper = Callable[[dict[str, Any]], list[Event]]
 
-    def __init__(self, thread_id: str, run_id: str, text_digests: set[str] | None = None) -> None:
+
+class EnvelopeProjection(Protocol):
+    """A projection of Pipeline envelopes that works over a projector's spans (`projection/pipeline.py`)."""
+
+    def live(self, iac: dict[str, Any]) -> list[Event]: ...
+
+
+class RunProjector:
+    """Stateful per-run mapper. `project()` returns the AG-UI events for one A2A event.
+
+    `envelopes` builds, over this projector, the projection of Pipeline envelopes (they open and close its
+    spans): the projector gets it once, at construction (`projection/pipeline.run_projection`).
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        run_id: str,
+        text_digests: set[str] | None = None,
+        *,
+        envelopes: Callable[[RunProjector], EnvelopeProjection] | None = None,
+    ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self.text_digests: set[str] = set(text_digests or ())
@@ -86,8 +107,8 @@ class RunProjector:
         self._ended_tools: set[str] = set()
         self._tool_results: set[str] = set()
         self.open_steps: dict[str, str] = {}  # step key -> AG-UI step name, open in this run
-        #: Maps `metadata.iac_code` Pipeline envelopes (set by the stream: projection.pipeline).
-        self.envelope_mapper: Callable[[dict[str, Any]], list[Event]] | None = None
+        #: Maps `metadata.iac_code` Pipeline envelopes (None: envelopes show nothing).
+        self.envelope_mapper: EnvelopeMapper | None = None if envelopes is None else envelopes(self).live
 
     # ---- public API -------------------------------------------------------------------------
 

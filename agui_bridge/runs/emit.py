@@ -32,17 +32,23 @@ def _flush(sink: FrameSink | None) -> None:
 
 
 class Emitter:
+    __slots__ = ("_observer", "_sink", "position")
+
     def __init__(self, observer: RunObserver, sink: FrameSink | None = None) -> None:
         self._observer = observer
-        #: Offered every frame from now on; may be set before the stream is iterated.
-        self.sink = sink
+        self._sink = sink
         #: How many events were emitted so far: the position of the last one.
         self.position = 0
+
+    @property
+    def sink(self) -> FrameSink | None:
+        """Offered every frame, given at construction (a run's record): nobody swaps it mid-run."""
+        return self._sink
 
     def events(self, events: Sequence[Event]) -> bytes:
         """Frame a batch of events as one buffer, so one upstream read becomes one socket write."""
         self._observer.events([event["type"] for event in events])
-        sink = self.sink
+        sink = self._sink
         position = self.position
         frames = []
         for event in events:
@@ -58,11 +64,12 @@ class Emitter:
     def record_only(self, events: Sequence[Event]) -> None:
         """Number and offer events to the sink without showing them: the end of a run whose client is
         gone, so its record still ends with a terminal event (docs/design.md#reattach)."""
+        sink = self._sink
         for event in events:
             self.position += 1
-            if self.sink is not None:
-                self.sink.frame(self.position, event, encode_numbered(self.position, event))
-        _flush(self.sink)
+            if sink is not None:
+                sink.frame(self.position, event, encode_numbered(self.position, event))
+        _flush(sink)
 
     def heartbeat(self) -> bytes:
         self._observer.heartbeat()

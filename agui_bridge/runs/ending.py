@@ -81,6 +81,9 @@ class CommitFailed(Exception):
 class RunEnd:
     """The end of one run: open until `end` is called, then finished for good."""
 
+    __slots__ = ("_client", "_language", "_ledger", "_observer", "_outcome", "_projector", "_runtime", "_ticket",
+                 "cancelled_elsewhere", "error_code", "finished")  # fmt: skip
+
     def __init__(
         self,
         ticket: RunTicket,
@@ -234,6 +237,14 @@ class RunEnd:
         usage = self._projector.usage_entries()
         events.append(ev.run_error(str(error.code), message, usage))
         return events
+
+    def unshown_error_events(self, error: BridgeError) -> list[Event]:
+        """`error_events` for the record only (the client left): the trace goes on reporting what was shown."""
+        shown_code = self.error_code
+        try:
+            return self.error_events(error)
+        finally:
+            self.error_code = shown_code
 
     def finished_events(self, result: dict[str, Any]) -> list[Event]:
         """Open spans closed, then RUN_FINISHED with the run's usage."""

@@ -22,6 +22,7 @@ from agui_bridge.observability import tracing
 from agui_bridge.observability.logs import bind_log_context
 from agui_bridge.protocol import events as ev
 from agui_bridge.runs.admission import GuidanceTicket
+from agui_bridge.runs.connection import ClientConnection
 from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.emit import Emitter
 from agui_bridge.runs.failures import bridge_error
@@ -50,7 +51,9 @@ def check_event(event: A2AEvent, ticket: GuidanceTicket) -> None:
 class GuidanceStream:
     """Iterable WSGI body for one guidance request."""
 
-    def __init__(self, deps: StreamDeps, ticket: GuidanceTicket, run: RunInput, language: str) -> None:
+    def __init__(
+        self, deps: StreamDeps, ticket: GuidanceTicket, run: RunInput, language: str, *, client_socket: Any = None
+    ) -> None:
         self._deps = deps
         self._ticket = ticket
         self._run = run
@@ -61,7 +64,7 @@ class GuidanceStream:
         self.emitter = Emitter(deps.observer)  # every event this stream shows passes through it
         self._pacer = Pacer(deps.runtime, deps.settings.heartbeat_interval_s, self.emitter.heartbeat)
         self._outcome: Outcome | None = None
-        self.client_socket: Any = None  # set by the service: the socket whose write deadline it set
+        self._connection = ClientConnection(client_socket, write_timeout_s=deps.settings.client_write_timeout_s)
         deps.observer.run_started()
         self._trace_parent = tracing.capture()  # the request's span: the body is iterated after it
 
@@ -150,5 +153,5 @@ class GuidanceStream:
         if self._pump is not None:
             self._pump.stop()
         self._deps.observer.run_ended(self.outcome, time.monotonic() - self._started_at)
-        if self._deps.on_run_end is not None:
-            self._deps.on_run_end(self, self.outcome)
+        self._connection.release()
+        self._deps.registry.close(self)  # its place in the worker's stream cap is free again

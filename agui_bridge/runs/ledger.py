@@ -22,12 +22,17 @@ class LeaseLost(StateError):
     """The thread no longer records this run as its active run."""
 
 
+#: Reads the run's Pipeline cursor and durable open steps, written at every write point.
+PipelineState = Callable[[], tuple[int, Iterable[str]]]
+
+
 class RunLedger:
-    def __init__(self, store: ThreadStore, ticket: RunTicket) -> None:
+    __slots__ = ("_pipeline_state", "_store", "_ticket", "_unwritten")
+
+    def __init__(self, store: ThreadStore, ticket: RunTicket, pipeline_state: PipelineState | None = None) -> None:
         self._store = store
         self._ticket = ticket
-        #: The run's Pipeline cursor and durable open steps, written at every write point.
-        self.pipeline_state: Callable[[], tuple[int, Iterable[str]]] | None = None
+        self._pipeline_state = pipeline_state
         #: Task and session ids noted but not yet written (`note_identity`); None: nothing unwritten.
         self._unwritten: tuple[str | None, str | None] | None = None
 
@@ -54,8 +59,9 @@ class RunLedger:
             if unwritten is not None and self._holds(lease):  # where record_identity would have written it
                 self._apply_identity(state, *unwritten)
             mutate(state)
-            if self.pipeline_state is not None and self._same_execution(state):
-                sequence, open_steps = self.pipeline_state()
+            pipeline_state = self._pipeline_state
+            if pipeline_state is not None and self._same_execution(state):
+                sequence, open_steps = pipeline_state()
                 execution = state.execution
                 execution.pipeline_sequence = max(execution.pipeline_sequence, sequence)
                 execution.pipeline_open_steps = sorted(set(open_steps))

@@ -16,52 +16,36 @@ from collections.abc import Generator
 from agui_bridge.a2a import messages as a2a_messages
 from agui_bridge.a2a.signals import TERMINAL_STATES, A2AEvent
 from agui_bridge.errors import A2AProtocolError, BridgeError
-from agui_bridge.kernel.client import A2AClient
 from agui_bridge.observability import tracing
 from agui_bridge.projection.interrupts import collect_inputs
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.events import Event
 from agui_bridge.runs import resume_plan
-from agui_bridge.runs.admission import RunTicket
-from agui_bridge.runs.emit import Emitter
-from agui_bridge.runs.ending import RunEnd, RunEnded
-from agui_bridge.runs.ledger import RunLedger
-from agui_bridge.runs.observer import RunObserver
-from agui_bridge.runs.pump import Pacer
-from agui_bridge.runs.turn import RunTurn
+from agui_bridge.runs.context import RunContext
+from agui_bridge.runs.ending import RunEnded
 from agui_bridge.runs.upstream import Upstream
 from agui_bridge.store import model
 from agui_bridge.store.store import StateError
-from agui_bridge.validation.run_input import RunInput
 
 
 class ResumePreflight:
-    def __init__(
-        self,
-        ticket: RunTicket,
-        run: RunInput,
-        turn: RunTurn,
-        end: RunEnd,
-        ledger: RunLedger,
-        *,
-        client: A2AClient,
-        pacer: Pacer,
-        emitter: Emitter,
-        observer: RunObserver,
-        interrupt_ttl_s: float,
-        language: str,
-    ) -> None:
-        self._ticket = ticket
-        self._run = run
-        self._turn = turn
-        self._end = end
-        self._ledger = ledger
-        self._client = client
-        self._pacer = pacer
-        self._emitter = emitter
-        self._observer = observer
-        self._ttl_ms = int(interrupt_ttl_s * 1000)
-        self._language = language
+    """The preflight of one resume, reading the run's context (`runs/context.build_run`)."""
+
+    __slots__ = ("_client", "_emitter", "_end", "_language", "_ledger", "_observer", "_pacer", "_run", "_ticket",
+                 "_ttl_ms", "_turn")  # fmt: skip
+
+    def __init__(self, context: RunContext) -> None:
+        self._ticket = context.ticket
+        self._run = context.run
+        self._turn = context.turn
+        self._end = context.end
+        self._ledger = context.ledger
+        self._client = context.client
+        self._pacer = context.pacer
+        self._emitter = context.emitter
+        self._observer = context.observer
+        self._ttl_ms = int(context.settings.interrupt_ttl_s * 1000)
+        self._language = context.language
 
     def run(self) -> Generator[bytes, None, Upstream]:
         """The preflight, measured (metrics) and traced; a failed one is measured too."""

@@ -7,9 +7,9 @@ Used by run and guidance streams alike (docs/design.md#stream-pump-heartbeat):
   the kernel, so a slow client slows the kernel down; a put that waits longer than the stall timeout
   ends the pump with an error. The stream takes items with `get` and, when the pump is ahead of the
   client, everything already queued with `ready`, so it can be shown in one write.
-* `Pacer` is the stream's clock: the time left until the next `: heartbeat`, stop and cancel requests
-  from other greenlets (which wake whatever queue the stream waits on), and unary calls made off the
-  generator while it keeps heartbeating.
+* `Pacer` is the stream's clock: the time left until the next `: heartbeat`, acting on the requests of
+  its `Mailbox` (`runs/mailbox.py`: stop, cancel and departure requests from other greenlets, which wake
+  whatever queue the stream waits on), and unary calls made off the generator while it keeps heartbeating.
 
 Under gevent the generator itself must never block on the kernel: every wait is a queue get with a
 timeout no longer than the time to the next heartbeat.
@@ -21,10 +21,10 @@ import logging
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, TypeVar
 
 from agui_bridge.errors import A2AUnavailable, Cancelled
+from agui_bridge.runs.mailbox import Mailbox, Signal
 from agui_bridge.runs.upstream import Item, UnaryAccepted, Upstream
 from agui_bridge.worker.runtime import Empty, Runtime, TaskHandle
 from agui_bridge.worker.start_gate import OPEN_WAIT_S
@@ -34,11 +34,6 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 #: How long `Pump.stop` waits for the reader to end before closing the socket it reads.
 STOP_TIMEOUT_S = 2.0
-
-
-class Signal(Enum):
-    END = "end"  # the upstream has no more items
-    WAKE = "wake"  # look up: a request came in, or the wait timed out
 
 
 @dataclass(frozen=True)
@@ -163,21 +158,36 @@ class Pump:
         self._upstream.close()
 
 
-class Pacer:
-    """A stream's clock and mailbox: heartbeats, stop and cancel requests, unary calls off the generator."""
+def _never() -> bool:
+    return False
 
-    def __init__(self, runtime: Runtime, interval_s: float, heartbeat: Callable[[], bytes]) -> None:
+
+class Pacer:
+    """A stream's clock: heartbeats, the requests of its `Mailbox`, unary calls off the generator."""
+
+    __slots__ = ("_detaches_on_departure", "_heartbeat", "_interval_s", "_next_heartbeat", "_runtime", "mailbox")
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        interval_s: float,
+        heartbeat: Callable[[], bytes],
+        *,
+        mailbox: Mailbox | None = None,
+        detaches_on_departure: Callable[[], bool] = _never,
+    ) -> None:
         self._runtime = runtime
         self._interval_s = interval_s
         self._heartbeat = heartbeat
         self._next_heartbeat = time.monotonic() + interval_s
-        self._watched: Any = None
-        self.stop_requested = False
-        self.cancel_requested = False
-        self.client_gone = False
+        self.mailbox = mailbox if mailbox is not None else Mailbox(runtime)
         #: Asked when the client left: True means the stream detaches (tick yields DEPARTED for its body to
         #: stop on) rather than ending with `ClientGone`.
-        self.detaches_on_departure: Callable[[], bool] = lambda: False
+        self._detaches_on_departure = detaches_on_departure
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.mailbox.stop_requested
 
     def wait_s(self) -> float:
         """How long the stream may wait for its next item: the time to the next heartbeat."""
@@ -189,30 +199,15 @@ class Pacer:
 
     def watch(self, queue: Any) -> None:
         """The queue the stream waits on now: requests put `Signal.WAKE` into it, so they are seen at once."""
-        self._watched = queue
+        self.mailbox.watch(queue)
 
     def request_stop(self) -> None:
         """Worker shutdown; safe from any greenlet/thread."""
-        self.stop_requested = True
-        self._wake()
+        self.mailbox.request_stop()
 
     def request_cancel(self) -> None:
         """The cancellation extension retired the run's execution (possibly from another worker)."""
-        self.cancel_requested = True
-        self._wake()
-
-    def request_depart(self) -> None:
-        """The client's socket reached EOF: end at once rather than at the next write."""
-        self.client_gone = True
-        self._wake()
-
-    def _wake(self) -> None:
-        queue = self._watched
-        if queue is not None:
-            try:
-                self._runtime.queue_put(queue, Signal.WAKE, 0)
-            except Exception:
-                log.debug("wake-up not queued", exc_info=True)
+        self.mailbox.request_cancel()
 
     def tick(self) -> Iterator[bytes]:
         """Act on stop, departure and cancel requests (`StopRequested`, `ClientGone`, `Cancelled`) and send
@@ -220,15 +215,16 @@ class Pacer:
 
         A lease needs no renewal here: the worker's beacon keeps every run it streams alive.
         """
-        if self.stop_requested:
+        mailbox = self.mailbox
+        if mailbox.stop_requested:
             raise StopRequested()
-        if self.client_gone:
-            self.client_gone = False
-            if self.detaches_on_departure():
+        if mailbox.client_gone:
+            mailbox.forget_departure()
+            if self._detaches_on_departure():
                 yield DEPARTED
                 return
             raise ClientGone()
-        if self.cancel_requested:
+        if mailbox.cancel_requested:
             # The cancellation extension cancels the A2A task and retires the execution itself, right
             # after telling this worker (runs/cancel.py): doing either here as well would race it.
             raise Cancelled()

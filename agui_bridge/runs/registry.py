@@ -1,11 +1,17 @@
-"""The runs this process is streaming, shared by every app instance in it.
+"""The streams this process serves, shared by every app instance in it: the one registry of runs.
+
+Everything that asks "what is this worker streaming?" reads this registry: the capacity check (runs,
+admissions under way and reattach followers share the worker's stream cap), drain, idle shutdown (open
+streams and the time of the last activity), the worker beacon and the cancel channel (the leased runs,
+by run key). A stream is opened here by the service once it is admitted and closes itself when its
+body ends (docs/design.md#run-built-once): nothing calls the service back.
 
 A lease names its owner process (`host:pid:start`), and the worker beacon says which runs that
 process still streams. Usually a process holds one app, but the in-process test client (and a
-legacy host mounting the app twice) may hold several; their streams all belong to the same owner,
-so the registry that feeds the beacon and routes cancel requests is per process, not per app.
+legacy host mounting the app twice) may hold several; their streams all belong to the same owner
+and share the process's connections and host threads, so the registry is per process, not per app.
 
-Runs are registered under their run key (executionId/runId, `store/lease.py`): two threads may
+Leased runs are kept under their run key (executionId/runId, `store/lease.py`): two threads may
 both use runId `run-1`, and the end of one must never unregister the other. A removal names the
 stream it removes, so a run that ends after its successor on the same execution (a resume sent
 right after RUN_FINISHED) cannot unregister that successor.
@@ -14,7 +20,9 @@ right after RUN_FINISHED) cannot unregister that successor.
 from __future__ import annotations
 
 import threading
-from typing import Any, Protocol
+import time
+from collections.abc import Callable
+from typing import Protocol
 
 
 class Stoppable(Protocol):
@@ -25,19 +33,109 @@ class Cancellable(Stoppable, Protocol):
     def request_cancel(self) -> None: ...
 
 
-class TrackedRun(Stoppable, Protocol):
-    """What the service tracks of a stream: its run key and the client socket it bounded."""
-
-    @property
-    def key(self) -> str: ...
-
-    client_socket: Any
-
-
 class RunRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._leased: dict[str, Cancellable] = {}
+        self._open: dict[Stoppable, None] = {}  # every open stream (runs and guidance), by identity
+        self._admitting = 0  # requests between the capacity check and their stream's opening
+        self._followers = 0  # reattach bodies open: they share the stream cap
+        self._last_activity = time.monotonic()
+
+    # ---- capacity ------------------------------------------------------------------------------
+
+    def reserve(self, limit: int) -> bool:
+        """Take an admission's place in the stream cap, if one is left (check and take are one step, so a
+        burst on the thread back-end cannot overshoot the cap while its admissions wait on file locks).
+        Every True is followed by exactly one `open` or `unreserve`."""
+        with self._lock:
+            if self._taken() >= limit:
+                return False
+            self._admitting += 1
+            return True
+
+    def unreserve(self) -> None:
+        """The admission failed: its place is free again."""
+        with self._lock:
+            self._admitting -= 1
+
+    def admit_follower(self, limit: int) -> Callable[[], None] | None:
+        """A reattach follower's place in the stream cap, or None when full. Returns the release (idempotent)."""
+        with self._lock:
+            if self._taken() >= limit:
+                return None
+            self._followers += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._lock:
+                if released:
+                    return
+                released = True
+                self._followers -= 1
+                self._last_activity = time.monotonic()
+
+        return release
+
+    def _taken(self) -> int:
+        return len(self._open) + self._admitting + self._followers
+
+    # ---- open streams --------------------------------------------------------------------------
+
+    def open(self, stream: Stoppable) -> None:
+        """An admitted stream takes over its reservation."""
+        with self._lock:
+            self._admitting -= 1
+            self._open[stream] = None
+            self._last_activity = time.monotonic()
+
+    def open_leased(self, run_key: str, stream: Cancellable) -> None:
+        """An admitted run takes over its reservation; the beacon and the cancel channel know it by its key."""
+        with self._lock:
+            self._admitting -= 1
+            self._open[stream] = None
+            self._leased[run_key] = stream
+            self._last_activity = time.monotonic()
+
+    def close(self, stream: Stoppable, run_key: str | None = None) -> None:
+        """The stream's body ended: it gives its place back (a stream never opened here changes nothing)."""
+        with self._lock:
+            if stream in self._open:
+                del self._open[stream]
+                self._last_activity = time.monotonic()
+            if run_key is not None and self._leased.get(run_key) is stream:
+                del self._leased[run_key]
+
+    @property
+    def active(self) -> int:
+        """Streams open now (runs and guidance)."""
+        return len(self._open)
+
+    @property
+    def admitting(self) -> int:
+        return self._admitting
+
+    @property
+    def followers(self) -> int:
+        return self._followers
+
+    @property
+    def last_activity(self) -> float:
+        """`time.monotonic()` of the last admission, stream end or follower release (idle shutdown)."""
+        return self._last_activity
+
+    def touch(self) -> None:
+        """Count now as activity (a worker's start: idleness is measured from it)."""
+        with self._lock:
+            self._last_activity = time.monotonic()
+
+    def streams(self) -> list[Stoppable]:
+        """Every open stream, for drain."""
+        with self._lock:
+            return list(self._open)
+
+    # ---- leased runs, by run key (beacon, cancel routing) ---------------------------------------
 
     def add(self, run_key: str, stream: Cancellable) -> None:
         with self._lock:

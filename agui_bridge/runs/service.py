@@ -9,7 +9,6 @@ class.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,8 +23,8 @@ from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.capabilities import reattach_supported, reattach_window_s
 from agui_bridge.runs.deps import StreamDeps
 from agui_bridge.runs.guidance import GuidanceStream
-from agui_bridge.runs.observer import NULL_OBSERVER, Outcome, RunObserver
-from agui_bridge.runs.registry import PROCESS_RUNS, Cancellable, TrackedRun
+from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
+from agui_bridge.runs.registry import PROCESS_RUNS, Cancellable, RunRegistry
 from agui_bridge.runs.request import RunRequest
 from agui_bridge.runs.retention import busy_since, prune, prune_options
 from agui_bridge.runs.stream import RunStream
@@ -35,7 +34,7 @@ from agui_bridge.store.model import RunLease
 from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.worker.beacon import Beacons, beacon_fresh_ms
-from agui_bridge.worker.runtime import Runtime, watch_client_eof
+from agui_bridge.worker.runtime import Runtime
 
 PROTOCOL_PACKAGE_VERSION = "1.0.0"
 
@@ -50,6 +49,8 @@ class BridgeService:
         client: A2AClient,
         runtime: Runtime,
         observer: RunObserver = NULL_OBSERVER,
+        *,
+        registry: RunRegistry = PROCESS_RUNS,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -57,14 +58,14 @@ class BridgeService:
         self.runtime = runtime
         self.owner = current_owner()
         self.draining = False
-        self._active = 0
-        self._admitting = 0  # requests between the capacity check and their stream's registration
-        self._followers = 0  # reattach bodies open in this worker: they share the stream cap
-        self._active_lock = threading.Lock()
-        self._streams: dict[str, RunStream | GuidanceStream] = {}  # by run key (RunStream.key)
+        #: The one registry of this process's streams: capacity, drain, idleness, beacon and cancel read it;
+        #: a stream gives its place back itself when its body closes (docs/design.md#run-built-once).
+        self.registry = registry
+        registry.touch()  # idleness counts from the worker's start
         self.beacons = Beacons(settings.state_dir)
-        self.last_activity = time.monotonic()
-        self._deps = StreamDeps(settings, store, client, runtime, on_run_end=self._on_run_end, observer=observer)
+        self._deps = StreamDeps(
+            settings, store, client, runtime, observer=observer, registry=registry, cancel_markers=self.beacons
+        )
         self.observer = observer  # what the web layer reports through too (reattaches)
 
     def health(self) -> dict[str, Any]:
@@ -82,59 +83,36 @@ class BridgeService:
 
     @property
     def active_runs(self) -> int:
-        return self._active
+        return self.registry.active
 
     @property
     def followers(self) -> int:
-        return self._followers
+        return self.registry.followers
 
-    def _check_capacity(self) -> None:
-        """Under `_active_lock`: runs, admissions under way and followers share the worker's stream cap
-        (`runtime.stream_limit`); draining or full, 503 + Retry-After."""
-        limit = self.runtime.stream_limit(
+    @property
+    def last_activity(self) -> float:
+        return self.registry.last_activity
+
+    def _stream_limit(self) -> int:
+        """Runs, admissions under way and followers share the worker's stream cap (`runtime.stream_limit`)."""
+        return self.runtime.stream_limit(
             self.settings.max_active_runs_per_worker, self.settings.max_thread_streams_per_worker
         )
-        if self.draining or self._active + self._admitting + self._followers >= limit:
-            raise ServiceUnavailable()
 
     def admit_follower(self) -> Callable[[], None]:
         """Take a reattach follower's place in the worker's stream cap (docs/design.md#reattach): a follower
         holds a connection (and, on the thread back-end, a host thread) for as long as the run it follows,
-        so it counts with runs against `runtime.stream_limit`; past it, 503 + Retry-After. Returns the
-        release, to call once when the body ends."""
-        with self._active_lock:
-            self._check_capacity()
-            self._followers += 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            with self._active_lock:
-                if not released:
-                    released = True
-                    self._followers -= 1
-            self.last_activity = time.monotonic()
-
+        so it counts with runs against `runtime.stream_limit`; past it, or draining, 503 + Retry-After.
+        Returns the release, to call once when the body ends."""
+        release = None if self.draining else self.registry.admit_follower(self._stream_limit())
+        if release is None:
+            raise ServiceUnavailable()
         return release
-
-    def _on_run_end(self, stream: TrackedRun, outcome: Outcome) -> None:
-        """A stream ended (its lease, if any, is already released): forget it and any cancel marker
-        left for it, so no marker outlives its run (the canceller removes one written later)."""
-        with self._active_lock:
-            self._active -= 1
-            if self._streams.get(stream.key) is stream:
-                del self._streams[stream.key]
-        if isinstance(stream, RunStream):
-            stream.stop_client_watch()
-            PROCESS_RUNS.remove(stream.key, stream)
-            self.beacons.discard_cancel(stream.key)
-        release_client_socket(stream.client_socket)
-        self.last_activity = time.monotonic()
 
     def holds_run(self, owner: str, run_key: str) -> bool:
         """Lease liveness after the grace period: the owner's beacon (this process answers from memory)."""
         if owner == self.owner:
-            return PROCESS_RUNS.holds(run_key)
+            return self.registry.holds(run_key)
         # Fresh = published within three intervals; a dead owner on this host is caught by its pid first.
         return self.beacons.holds(owner, run_key, now_ms(), beacon_fresh_ms(self.settings.beacon_interval_s))
 
@@ -153,25 +131,21 @@ class BridgeService:
         check and a reservation are one step under the lock, so a burst of requests on the thread back-end
         cannot overshoot the cap while their admissions wait on file locks."""
         began = time.monotonic()
-        with self._active_lock:
-            self._check_capacity()
-            self._admitting += 1
+        if self.draining or not self.registry.reserve(self._stream_limit()):
+            raise ServiceUnavailable()
         try:
             return self._admit(request, client_socket, began)
-        finally:
-            with self._active_lock:
-                self._admitting -= 1
+        except BaseException:
+            self.registry.unreserve()  # an admitted stream took the reservation over; this one failed
+            raise
 
     def _admit(self, request: RunRequest, client_socket: Any, began: float) -> RunStream | GuidanceStream:
         run, language = request.run_input(), request.language
         cwd = resolve_cwd(run.props.cwd, self.settings.allowed_cwds)
         if run.props.active_guidance:
             guidance = admit_guidance(self.store, run, cwd=cwd, digest=request.digest, now_ms=now_ms())
-            guidance_stream = GuidanceStream(self._deps, guidance, run, language)
-            guidance_stream.client_socket = bound_client_socket(client_socket, self.settings.client_write_timeout_s)
-            with self._active_lock:
-                self._active += 1
-                self._streams[guidance_stream.key] = guidance_stream
+            guidance_stream = GuidanceStream(self._deps, guidance, run, language, client_socket=client_socket)
+            self.registry.open(guidance_stream)  # the stream closes itself there when its body ends
             return guidance_stream
         ticket = admit_run(
             self.store,
@@ -184,15 +158,9 @@ class BridgeService:
             is_alive=owner_is_alive,
             holds_run=self.holds_run,
         )
-        stream = RunStream(self._deps, ticket, run, language)
-        stream.began_at = began  # time to RUN_STARTED counts validation and admission
-        stream.client_socket = bound_client_socket(client_socket, self.settings.client_write_timeout_s)
-        self.last_activity = time.monotonic()
-        with self._active_lock:
-            self._active += 1
-            self._streams[stream.key] = stream
-        PROCESS_RUNS.add(stream.key, stream)
-        stream.client_watch = watch_client_eof(client_socket, stream.client_departed)  # docs/operations.md#capacity
+        # Time to RUN_STARTED counts validation and admission: `began`.
+        stream = RunStream(self._deps, ticket, run, language, client_socket=client_socket, began_at=began)
+        self.registry.open_leased(stream.key, stream)  # the stream closes itself there when its body ends
         return stream
 
     def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> dict[str, str]:
@@ -217,7 +185,7 @@ class BridgeService:
         """runs.cancel.OwnerChannel: a cancelled run is live somewhere; tell its worker (this one
         directly, another by a cancel marker named by the run key)."""
         key = lease_key(lease)
-        stream = PROCESS_RUNS.get(key)
+        stream = self.registry.get(key)
         if stream is not None:
             stream.request_cancel()
             return
@@ -237,12 +205,13 @@ class BridgeService:
 
     def held_runs(self) -> Mapping[str, Cancellable]:
         """The runs this process streams, by run key: what its beacon lists (docs/design.md#leases-and-beacons)."""
-        return PROCESS_RUNS.snapshot()
+        return self.registry.snapshot()
 
     def is_idle(self) -> bool:
         """Idle for `idle_shutdown_s` here and in every thread file (runs of other workers count)."""
         idle_s = self.settings.idle_shutdown_s
-        if idle_s <= 0 or self._active or self._followers or time.monotonic() - self.last_activity < idle_s:
+        registry = self.registry
+        if idle_s <= 0 or registry.active or registry.followers or time.monotonic() - registry.last_activity < idle_s:
             return False
         now = now_ms()
         latest = busy_since(self.store, now, self.lease_live, self._yield_turn)
@@ -270,45 +239,13 @@ class BridgeService:
         """Refuse new runs from now on (503 + Retry-After) and stop the detached runs at once: nobody is
         reading them, so there is no reason to wait (docs/design.md#shutdown-drain)."""
         self.draining = True
-        with self._active_lock:
-            detached = [run for run in self._streams.values() if isinstance(run, RunStream) and run.detached]
+        detached = [run for run in self.registry.streams() if isinstance(run, RunStream) and run.detached]
         for run in detached:
             run.request_stop()
 
     def stop_streams(self) -> int:
         """Ask every stream still open to stop (RUN_ERROR, its A2A task cancelled); how many there were."""
-        with self._active_lock:
-            remaining = list(self._streams.values())
+        remaining = self.registry.streams()
         for stream in remaining:
             stream.request_stop()
         return len(remaining)
-
-
-def bound_client_socket(sock: Any, timeout_s: float) -> Any:
-    """Give the client's socket a write deadline (None if there is none to give).
-
-    Under gunicorn's gevent worker the stream's greenlet itself writes each chunk with `sendall`; a
-    client that stops reading blocks that write with no end, and the generator never runs again. A
-    socket timeout makes the write raise after `timeout_s`; gunicorn then closes the response, and
-    the stream's clean-up treats the run as a disconnect (task cancelled, lease released).
-    """
-    if sock is None or timeout_s <= 0 or not hasattr(sock, "settimeout"):
-        return None
-    try:
-        previous = sock.gettimeout()
-        sock.settimeout(timeout_s)
-    except OSError:
-        log.debug("client write deadline not set", exc_info=True)
-        return None
-    return (sock, previous)
-
-
-def release_client_socket(bound: Any) -> None:
-    """Restore the socket's timeout once the stream is over (the connection may serve another request)."""
-    if bound is None:
-        return
-    sock, previous = bound
-    try:
-        sock.settimeout(previous)
-    except OSError:
-        log.debug("client socket timeout not restored", exc_info=True)

@@ -8,10 +8,12 @@ The life cycle is docs/design.md#run-life-cycle; each concept lives in its own m
 * `runs/ending.py`: the one way a run ends (outcome, task, lease, terminal event);
 * `runs/failures.py`: what a failed kernel call means to the client;
 * `runs/emit.py`: the one way out: every event shown passes through `Emitter`, numbered;
-* `runs/detach.py`: the run's record, and detach instead of cancel when its client leaves.
+* `runs/detach.py`: the run's record, and detach instead of cancel when its client leaves;
+* `runs/context.py`: `build_run`, which builds all of the above once, each with what it needs.
 
 This module only sequences them: RUN_STARTED, reopened Pipeline steps, the preflight or the new
-run's send, the read loop, the terminal event, and the clean-up when the server closes the body.
+run's send, the read loop, the terminal event, and the clean-up when the server closes the body,
+which gives the run's place in the worker's registry back (docs/design.md#run-built-once).
 """
 
 from __future__ import annotations
@@ -19,33 +21,30 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from functools import partial
 from itertools import chain
 from typing import Any
 
 from agui_bridge.a2a.errors import A2AError
 from agui_bridge.a2a.signals import TERMINAL_STATES
-from agui_bridge.errors import A2AUnavailable, BridgeError, ErrorCode
+from agui_bridge.errors import A2AUnavailable, BridgeError, Cancelled, ErrorCode
 from agui_bridge.observability import tracing
 from agui_bridge.observability.logs import bind_log_context
-from agui_bridge.projection.pipeline import PipelineMapper
-from agui_bridge.projection.projector import RunProjector
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.events import Event
 from agui_bridge.reattach.record import RunRecord
 from agui_bridge.runs.admission import RunTicket
+from agui_bridge.runs.connection import ClientConnection
+from agui_bridge.runs.context import build_run
 from agui_bridge.runs.deps import StreamDeps
-from agui_bridge.runs.detach import Detacher
 from agui_bridge.runs.emit import Emitter
-from agui_bridge.runs.ending import RunEnd, RunEnded
+from agui_bridge.runs.ending import RunEnded
 from agui_bridge.runs.failures import bridge_error
-from agui_bridge.runs.ledger import RunLedger
 from agui_bridge.runs.observer import Outcome
 from agui_bridge.runs.preflight import ResumePreflight
-from agui_bridge.runs.pump import ClientGone, Pacer, Pump, Signal, StopRequested
-from agui_bridge.runs.turn import RunTurn
+from agui_bridge.runs.pump import ClientGone, Pump, Signal, StopRequested
 from agui_bridge.runs.upstream import Item, SendOpened, UnaryAccepted, Upstream, user_message_params
 from agui_bridge.validation.run_input import RunInput
-from agui_bridge.worker.runtime import TaskHandle
 
 log = logging.getLogger(__name__)
 
@@ -54,53 +53,44 @@ _COALESCE_MAX_EVENTS = 256
 
 
 class RunStream:
-    """Iterable WSGI body for one admitted run."""
+    """Iterable WSGI body for one admitted run.
 
-    #: When the service began validating the request (time to RUN_STARTED); None: construction time.
-    began_at: float | None = None
+    `client_socket` is the socket the response goes out on (None in tests): the stream holds it with a write
+    deadline and watches it for the client leaving. `began_at` is when the service began validating the
+    request (time to RUN_STARTED counts validation and admission); None: construction time.
+    """
 
-    def __init__(self, deps: StreamDeps, ticket: RunTicket, run: RunInput, language: str) -> None:
-        self._deps = deps
-        self._settings = settings = deps.settings
+    def __init__(
+        self, deps: StreamDeps, ticket: RunTicket, run: RunInput, language: str,
+        *, client_socket: Any = None, began_at: float | None = None,
+    ) -> None:  # fmt: skip
+        self._context = context = build_run(deps, ticket, run, language)
+        self._settings = context.settings
         self._ticket = ticket
         self._run = run
         self._language = language
-        self._observer = observer = deps.observer
-        self._ledger = ledger = RunLedger(deps.store, ticket)
-        projector = RunProjector(ticket.thread_id, ticket.run_id, ticket.text_digests)
-        pipeline = PipelineMapper(projector, ticket.thread_id, ticket.pipeline_open_steps, ticket.pipeline_sequence)
-        projector.envelope_mapper = pipeline.live
-        ledger.pipeline_state = lambda: (pipeline.sequence, pipeline.durable_steps)
-        self._end = RunEnd(
-            ticket, ledger, projector, client=deps.client, runtime=deps.runtime, observer=observer, language=language
-        )
-        self._turn = RunTurn(
-            ticket, ledger, self._end, projector, pipeline,
-            client=deps.client, observer=observer, interrupt_ttl_s=settings.interrupt_ttl_s,
-        )  # fmt: skip
-        self.emitter = Emitter(observer)  # every event this run shows passes through it (a recorder's seam)
-        self._pacer = Pacer(deps.runtime, settings.heartbeat_interval_s, self.emitter.heartbeat)
-        self._detacher = Detacher(
-            settings,
-            ticket,
-            self._end,
-            self._pacer,
-            self.emitter,
-            runtime=deps.runtime,
-            live=self._live,
-            observer=observer,
-        )  # the record is the emitter's sink from here on
+        self._observer = observer = context.observer
+        self._end = context.end
+        self._turn = context.turn
+        self._pacer = context.pacer
+        self._detacher = context.detacher
         self._pump: Pump | None = None
         self._generator: Iterator[bytes] | None = None
         self._started = False
         self._cleaned = False
         self._started_at = time.monotonic()
+        self._began_at = self._started_at if began_at is None else began_at
         self._upstream_since: float | None = None  # the first A2A call of the stream; None once an event was read
         observer.run_started()
         self._trace_parent = tracing.capture()  # the request's span: the body is iterated after it
-        self.client_socket: Any = None  # set by the service: the socket whose write deadline it set
-        #: The client-EOF watcher the service armed (gevent only); stopped before the socket is given up.
-        self.client_watch: TaskHandle | None = None
+        # The client's EOF acts at once: the run detaches or ends (docs/operations.md#capacity).
+        timeout_s, departed = context.settings.client_write_timeout_s, context.detacher.client_departed
+        self._connection = ClientConnection(client_socket, write_timeout_s=timeout_s, on_eof=departed)
+
+    @property
+    def emitter(self) -> Emitter:
+        """Every event this run shows passes through it (its sink is the run's record)."""
+        return self._context.emitter
 
     @property
     def key(self) -> str:
@@ -130,21 +120,11 @@ class RunStream:
     def request_cancel(self) -> None:
         """The cancellation extension retired this run's execution (possibly from another worker)."""
         self._end.cancelled_elsewhere = True
-        self._pacer.request_cancel()
+        self._context.mailbox.request_cancel()
 
     def request_stop(self) -> None:
         """Ask the run to end now with RUN_ERROR (worker shutdown); safe from any greenlet/thread."""
-        self._pacer.request_stop()
-
-    def client_departed(self) -> None:
-        """The client closed its socket (`runtime.watch_client_eof`): act now, as a disconnect would at
-        the next write, instead of at the next heartbeat. With a reattach window the run detaches
-        (the body hands it to `close()`); without one it ends and its task is cancelled."""
-        self._detacher.client_departed()
-
-    def _live(self) -> bool:
-        """The generator started and was not cleaned up: only such a run can detach."""
-        return self._generator is not None and self._started and not self._cleaned
+        self._context.mailbox.request_stop()
 
     # ---- the WSGI body ----------------------------------------------------------------------
 
@@ -158,21 +138,13 @@ class RunStream:
 
     def close(self) -> None:
         """Called by the WSGI server when the response ends or the client went away."""
-        if self._detacher.can_detach():
-            assert self._generator is not None
-            self.stop_client_watch()  # the server closes the socket now; the run goes on without it
-            bound, self.client_socket = self.client_socket, None
-            self._detacher.detach(self._generator, bound, self._cleanup)
+        if self._generator is not None and self._detacher.can_detach():
+            self._connection.release()  # the server closes the socket now; the run goes on without it
+            self._detacher.detach(self._generator, self._cleanup)
             return
         if self._generator is not None and self._started:
             self._generator.close()  # type: ignore[attr-defined]
         self._cleanup()
-
-    def stop_client_watch(self) -> None:
-        """Disarm the EOF watcher before its socket is closed (a watcher must not outlive its fd)."""
-        watch, self.client_watch = self.client_watch, None
-        if watch is not None:
-            watch.stop(0)
 
     def _trace_attributes(self) -> dict[str, str | bool]:
         ticket = self._ticket
@@ -187,7 +159,7 @@ class RunStream:
         turn already ended has nothing to cancel (the kernel refuses: -32002). A failed cancel is logged,
         not fatal (docs/design.md#cancellation).
         """
-        client = self._deps.client
+        client = self._context.client
         try:
             if not waiting:
                 snapshot = yield from self._pacer.call(client.get_task, task_id, name=f"get:{self.key}")
@@ -203,8 +175,7 @@ class RunStream:
         ticket = self._ticket
         emit = self.emitter.events
         bind_log_context(thread_id=ticket.thread_id, run_id=ticket.run_id, execution_id=ticket.execution_id)
-        began = self._started_at if self.began_at is None else self.began_at
-        self._observer.time_to_run_started(time.monotonic() - began)
+        self._observer.time_to_run_started(time.monotonic() - self._began_at)
         try:
             yield emit([ev.run_started(ticket.thread_id, ticket.run_id, ticket.parent_run_id)])
             reopened = self._turn.pipeline.reopen()  # durable steps of an interrupted execution
@@ -237,16 +208,12 @@ class RunStream:
             self._cleanup()
 
     def _preflight(self) -> ResumePreflight:
-        return ResumePreflight(
-            self._ticket, self._run, self._turn, self._end, self._ledger,
-            client=self._deps.client, pacer=self._pacer, emitter=self.emitter, observer=self._observer,
-            interrupt_ttl_s=self._settings.interrupt_ttl_s, language=self._language,
-        )  # fmt: skip
+        return ResumePreflight(self._context)
 
     def _new_run_upstream(self) -> Upstream:
         ticket = self._ticket
         params = user_message_params(self._run, cwd=ticket.cwd, context_id=ticket.context_id, language=self._language)
-        return Upstream(self._deps.client).new_run(params)
+        return Upstream(self._context.client).new_run(params)
 
     # ---- the read loop ----------------------------------------------------------------------
 
@@ -256,9 +223,8 @@ class RunStream:
         pacer = self._pacer
         emit = self.emitter.events
         self._upstream_since = time.monotonic()
-        pump = Pump(
-            self._deps.runtime, upstream, maxsize=settings.queue_maxsize, put_timeout_s=settings.client_stall_timeout_s
-        )
+        runtime = self._context.runtime
+        pump = Pump(runtime, upstream, maxsize=settings.queue_maxsize, put_timeout_s=settings.client_stall_timeout_s)
         self._pump = pump
         pacer.watch(pump.queue)
         pump.start(name=f"pump:{self._ticket.run_id}")
@@ -307,15 +273,19 @@ class RunStream:
     # ---- clean-up -----------------------------------------------------------------------------
 
     def _cleanup(self) -> None:
-        """Stop the reader, end an abandoned run, log and report once (docs/design.md#close-and-disconnect)."""
+        """Stop the reader, end an abandoned run, log and report once, and give the run's place in the worker
+        back (docs/design.md#close-and-disconnect)."""
         if self._cleaned:
             return
         self._cleaned = True
         if self._pump is not None:
             self._pump.stop()
-        abandoned = not self._end.finished
-        self._end.abandon()  # a no-op for a run that already ended
-        self._detacher.close_record(abandoned=abandoned and self._started)
+        end = self._end
+        abandoned = not end.finished and self._started
+        end.abandon()  # a no-op for a run that already ended
+        self._detacher.close_record(
+            partial(end.unshown_error_events, Cancelled("client_disconnected")) if abandoned else None
+        )
         outcome = self.outcome
         duration_s = time.monotonic() - self._started_at
         ticket = self._ticket
@@ -330,8 +300,11 @@ class RunStream:
             },
         )
         self._observer.run_ended(outcome, duration_s)
-        if self._deps.on_run_end is not None:
-            self._deps.on_run_end(self, outcome)
+        context = self._context
+        self._connection.release()
+        context.registry.close(self, ticket.key)  # its lease is released: the beacon stops listing it
+        if context.cancel_markers is not None:
+            context.cancel_markers.discard_cancel(ticket.key)  # no cancel marker outlives its run
 
 
 __all__ = ["ErrorCode", "RunStream", "StreamDeps"]

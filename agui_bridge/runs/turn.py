@@ -54,6 +54,10 @@ def shows_nothing(event: A2AEvent) -> bool:
 
 
 class RunTurn:
+    __slots__ = ("_accepted", "_answers", "_awaiting", "_catch_up_after_permissions", "_client", "_end",
+                 "_interrupt_ttl_ms", "_ledger", "_observer", "_session_emitted", "_ticket", "_unaccepted",
+                 "pipeline", "projector")  # fmt: skip
+
     def __init__(
         self,
         ticket: RunTicket,

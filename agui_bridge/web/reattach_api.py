@@ -15,7 +15,7 @@ from flask import Blueprint, Response, request
 from agui_bridge.protocol.headers import ROS_INVOCATION_ID_HEADER, ROS_INVOCATION_ID_QUERY
 from agui_bridge.protocol.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
 from agui_bridge.reattach.follow import Reattach, follow, open_reattach, parse_cursor
-from agui_bridge.runs.service import bound_client_socket, release_client_socket
+from agui_bridge.runs.connection import bound_client_socket, release_client_socket
 from agui_bridge.validation.addressable import check_addressable_ids
 from agui_bridge.web.context import get_service, get_worker
 from agui_bridge.web.http_errors import request_language

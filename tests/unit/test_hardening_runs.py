@@ -18,10 +18,11 @@ from agui_bridge.config.options import add_arguments, resolve, worker_environmen
 from agui_bridge.config.settings import Settings
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.cancel import CANCELLED, cancel_execution
+from agui_bridge.runs.connection import bound_client_socket, release_client_socket
 from agui_bridge.runs.observer import Outcome
-from agui_bridge.runs.registry import PROCESS_RUNS, RunRegistry
+from agui_bridge.runs.registry import RunRegistry
 from agui_bridge.runs.retention import busy_since, prune, sweep_cancel_markers
-from agui_bridge.runs.service import BridgeService, bound_client_socket, release_client_socket
+from agui_bridge.runs.service import BridgeService
 from agui_bridge.runs.status import status_of
 from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.store import model
@@ -301,17 +302,16 @@ def test_the_end_of_a_guidance_request_leaves_other_runs_registered(tmp_path: Pa
 
     class Guidance(Stub):
         key = "guidance:thread-b/run-1"
-        client_socket = None
 
     settings = Settings(state_dir=tmp_path / "state")
-    service = BridgeService(settings, ThreadStore(settings.state_dir), streaming_a2a([]), ThreadRuntime())  # type: ignore[arg-type]
-    live = Stub()
+    registry = RunRegistry()
+    client: Any = streaming_a2a([])
+    service = BridgeService(settings, ThreadStore(settings.state_dir), client, ThreadRuntime(), registry=registry)
+    live, guidance = Stub(), Guidance()
     key = run_key("exec-a", "run-1")
-    PROCESS_RUNS.add(key, live)
-    try:
-        service._active = 1
-        service._on_run_end(Guidance(), Outcome.SUCCESS)
-        assert PROCESS_RUNS.holds(key)
-        assert service.holds_run(service.owner, key) and not service.holds_run(service.owner, "run-1")
-    finally:
-        PROCESS_RUNS.remove(key, live)
+    assert registry.reserve(2) and registry.reserve(2)
+    registry.open_leased(key, live)
+    registry.open(guidance)
+    registry.close(guidance)  # what the guidance stream's clean-up does
+    assert registry.holds(key) and registry.active == 1
+    assert service.holds_run(service.owner, key) and not service.holds_run(service.owner, "run-1")

@@ -17,6 +17,7 @@ import pytest
 
 from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, unwrap
 from agui_bridge.config.settings import Settings
+from agui_bridge.protocol.sse_parser import parse_body
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.stream import RunStream, StreamDeps
 from agui_bridge.store.owner import current_owner, owner_is_alive
@@ -547,14 +548,6 @@ def test_pipeline_steps_survive_the_interrupt_and_recovery_opens_the_resume(tmp_
 # --------------------------------------------------------------------------------------------- emitter
 
 
-class FrameRecorder:
-    def __init__(self) -> None:
-        self.frames: list[tuple[int, bytes]] = []
-
-    def frame(self, position: int, event: dict[str, Any], data: bytes) -> None:
-        self.frames.append((position, data))
-
-
 @pytest.mark.parametrize("outcome", ["success", "refused"])
 def test_every_event_of_a_resume_passes_through_the_emitter(tmp_path: Path, outcome: str) -> None:
     """Preflight events, acceptance, the tool result and the terminal event all go out through one place."""
@@ -566,13 +559,16 @@ def test_every_event_of_a_resume_passes_through_the_emitter(tmp_path: Path, outc
     answer = {"interruptId": "question-1", "status": "resolved", "payload": {"selectedId": "large"}}
     body["resume"] = [answer] if outcome == "success" else [answer, answer]
     stream = h.stream(body, client)
-    recorder = FrameRecorder()
-    stream.emitter.sink = recorder
     raw = collect(stream)
     events = assert_valid_agui_stream(
         raw, capture=False, expect_terminal="success" if outcome == "success" else "RUN_ERROR"
     )
-    assert raw == b"".join(data for _, data in recorder.frames)
-    assert [position for position, _ in recorder.frames] == list(range(1, len(events) + 1))
+    record = stream.record  # the emitter's sink, given at construction
+    assert record is not None
+    recorded = record.path.read_bytes()
+    header = record.head.encode()
+    assert recorded.startswith(header) and raw == recorded[len(header) :]
+    positions = [int(message.event_id or b"0") for message in parse_body(raw)]
+    assert positions == list(range(1, len(events) + 1))
     if outcome == "success":
         assert "TOOL_CALL_RESULT" in event_types(events)

@@ -9,6 +9,8 @@ import pytest
 
 from agui_bridge.a2a.signals import A2AEvent
 from agui_bridge.config.settings import Settings
+from agui_bridge.protocol.sse_parser import parse_body
+from agui_bridge.runs.stream import RunStream
 from agui_bridge.store.store import StateWriteFailed
 from tests.support.agui_checks import assert_valid_agui_stream, event_types
 from tests.support.eventually import eventually
@@ -99,12 +101,18 @@ def test_a_stream_that_ends_while_working_cancels_its_task(tmp_path: Path) -> No
 # ---- the parts of a run, seen through a whole stream -----------------------------------------
 
 
-class FrameRecorder:
-    def __init__(self) -> None:
-        self.frames: list[tuple[int, dict[str, Any], bytes]] = []
+def recorded_frames(stream: RunStream) -> bytes:
+    """The frames the run's record holds (its sink, given at construction): after the record's header."""
+    record = stream.record
+    assert record is not None
+    recorded: bytes = record.path.read_bytes()
+    header = record.head.encode()
+    assert recorded.startswith(header)
+    return recorded[len(header) :]
 
-    def frame(self, position: int, event: dict[str, Any], data: bytes) -> None:
-        self.frames.append((position, event, data))
+
+def frame_positions(frames: bytes) -> list[int]:
+    return [int(message.event_id or b"0") for message in parse_body(frames)]
 
 
 def test_every_event_shown_passes_through_the_emitter_numbered_from_one(tmp_path: Path) -> None:
@@ -119,14 +127,12 @@ def test_every_event_shown_passes_through_the_emitter_numbered_from_one(tmp_path
 
     settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,), heartbeat_interval_s=0.02)
     stream, _, _ = make_stream(tmp_path, script, settings, delay_s=0.06)  # silent gaps: heartbeats
-    recorder = FrameRecorder()
-    stream.emitter.sink = recorder
     raw = collect(stream)
     events = assert_valid_agui_stream(raw, expect_terminal="success", capture=False)
     assert HEARTBEAT_FRAME in raw  # heartbeats went out, but are not events
-    assert raw.replace(HEARTBEAT_FRAME, b"") == b"".join(data for _, _, data in recorder.frames)
-    assert [position for position, _, _ in recorder.frames] == list(range(1, len(events) + 1))
-    assert [event for _, event, _ in recorder.frames] == events
+    frames = recorded_frames(stream)  # what the emitter offered its sink, the run's record
+    assert raw.replace(HEARTBEAT_FRAME, b"") == frames
+    assert frame_positions(frames) == list(range(1, len(events) + 1))
     assert stream.emitter.position == len(events)
 
 

@@ -17,7 +17,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from agui_bridge.config.settings import Settings
+from agui_bridge.runs.registry import PROCESS_RUNS
 from agui_bridge.testing import AguiClient, Upstream
+from tests.support.eventually import eventually
 from tests.support.hub_guard import GUARD
 
 #: Fixtures and session hooks shared as plugins (instead of star imports).
@@ -80,3 +82,21 @@ def hub_watchdog_reports_of_module_servers() -> Iterator[None]:
     """Torn down after the module's own servers stopped: what they logged last fails the module's last test."""
     yield
     _fail_on_hub_reports()
+
+
+def _streams_held() -> tuple[int, int, int, int]:
+    return (PROCESS_RUNS.active, PROCESS_RUNS.admitting, PROCESS_RUNS.followers, len(PROCESS_RUNS.snapshot()))
+
+
+@pytest.fixture(autouse=True)
+def streams_give_their_place_back() -> Iterator[None]:
+    """Every stream a test opens in this process is closed by its end: the worker's one registry is shared by
+    every app of the process (docs/design.md#run-built-once), so a body left open would hold a place in the
+    stream cap of the tests after it. WSGI servers close every body; a test-client test must do the same."""
+    before = _streams_held()
+    yield
+
+    def returned() -> None:
+        assert _streams_held() == before, "a stream of this test is still open (active, admitting, followers, leased)"
+
+    eventually(returned, timeout_s=5)

@@ -147,7 +147,8 @@ def test_the_route_needs_the_same_bearer_as_a_run(settings: Settings, workspace:
     thread_id = new_thread_id()
     body = run_body(thread_id, "hello", workspace)
     auth = {"Authorization": "Bearer reattach-token"}
-    assert client.post("/", json=body, headers=auth).status_code == 200
+    with client.post("/", json=body, headers=auth) as run:
+        assert run.status_code == 200
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "garbage"}):
         response = reattach(client, thread_id, body["runId"], headers={**headers, "Accept-Language": "fr"})
         assert response.status_code == 401

@@ -52,4 +52,5 @@ def test_followers_share_the_stream_cap_with_runs_and_give_their_place_back(
     assert again.status_code == 200  # the closed follower gave its place back
     again.close()
     rest = b"".join(response_chunks(owner))
+    owner.close()  # as a WSGI server does: the run gives its place back
     assert b"RUN_FINISHED" in head + rest

@@ -90,7 +90,8 @@ def test_a_refused_admission_is_recorded_with_its_code(
 ) -> None:
     client = create_app(settings).test_client()
     body = run_body(new_thread_id(), "hello", tmp_path)
-    assert client.post("/", json=body).status_code == 200
+    with client.post("/", json=body) as run:
+        assert run.status_code == 200
     assert client.post("/", json=body).status_code == 409  # the same runId again
     admissions = named(exporter.get_finished_spans(), "agui.admission")
     assert [s.status.status_code.name for s in admissions] == ["UNSET", "ERROR"]

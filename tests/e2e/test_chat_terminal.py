@@ -241,7 +241,9 @@ def test_control_sequences_from_the_server_are_shown_not_obeyed(tmp_path: Path) 
     assert "pwned" not in title
     text = SGR.sub("", screen)
     assert "First line, kept on screen." in text  # the clear-screen sequence did not clear it
-    assert "title \\x1b]0;pwned\\x07 then clear \\x1b[2J and [red]markup[/red] :smile: <b>html</b>" in text
+    # Escaped, and neither markup nor emoji codes interpreted (compared across the terminal's line wrapping).
+    shown = " ".join(text.split())
+    assert "title \\x1b]0;pwned\\x07 then clear \\x1b[2J and [red]markup[/red] :smile: <b>html</b>" in shown
     assert "Key: \\x1b]0;pwned\\x07value" in text  # the artifact's content too
     assert "[tool] write_file" in text
 

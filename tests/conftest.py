@@ -9,6 +9,7 @@ the other WSGI hosts (tests/e2e/test_hosts_*.py), so both back-ends are covered.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,3 +101,16 @@ def streams_give_their_place_back() -> Iterator[None]:
         assert _streams_held() == before, "a stream of this test is still open (active, admitting, followers, leased)"
 
     eventually(returned, timeout_s=5)
+
+
+@pytest.fixture(autouse=True)
+def package_logger_restored() -> Iterator[None]:
+    """A test that sets the process up (`configure_process`, `configure_logging`) changes the package logger for
+    the whole process: its level, handlers and propagation are put back afterwards, so the tests after it see
+    the bare app factory's logging (docs/design.md#process-setup) whatever ran before them."""
+    logger = logging.getLogger("agui_bridge")
+    saved = (logger.level, logger.propagate, list(logger.handlers))
+    yield
+    logger.setLevel(saved[0])
+    logger.propagate = saved[1]
+    logger.handlers[:] = saved[2]

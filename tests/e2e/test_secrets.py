@@ -96,6 +96,9 @@ def test_secrets_stay_out_of_state_and_logs_through_gunicorn(tmp_path: Path, dem
 def debug_records(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
     """caplog at DEBUG on the root *and* on the package logger (which does not propagate)."""
     caplog.set_level(logging.DEBUG)
+    # The package logger's own level too: whatever set this process up before (an entry point's
+    # `configure_process`, a module's server) may have given it one (caplog puts it back afterwards).
+    caplog.set_level(logging.DEBUG, logger="agui_bridge")
     yield caplog
     logging.getLogger("agui_bridge").removeHandler(caplog.handler)
 

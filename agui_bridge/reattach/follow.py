@@ -30,7 +30,7 @@ from agui_bridge.errors import (
 )
 from agui_bridge.i18n.language import translate
 from agui_bridge.protocol import events as ev
-from agui_bridge.protocol.sse import HEARTBEAT_FRAME, encode_event
+from agui_bridge.protocol.sse import HEARTBEAT_FRAME, encode_numbered
 from agui_bridge.reattach.format import existing_record_paths, ros_digest
 from agui_bridge.reattach.reader import (
     CHUNK_BYTES,
@@ -237,7 +237,7 @@ def _seal_if_owner_died(reader: RecordReader, runtime: Runtime, settings: Settin
     code = str(Cancelled.code)
 
     def terminal(position: int) -> bytes:
-        return b"id: %d\n" % position + encode_event(ev.run_error(code, message))
+        return encode_numbered(position, ev.run_error(code, message))
 
     for _ in range(SEAL_ATTEMPTS):
         outcome = read_off_hub(seal_orphan, reader.path, terminal)  # the tail scan is blocking file work

@@ -72,7 +72,7 @@ def build_run(deps: StreamDeps, ticket: RunTicket, run: RunInput, language: str)
     end = RunEnd(ticket, ledger, projector, client=client, runtime=runtime, observer=observer, language=language)
     turn = RunTurn(
         ticket, ledger, end, projector, pipeline,
-        client=client, observer=observer, interrupt_ttl_s=settings.interrupt_ttl_s,
+        client=client, observer=observer, interrupt_ttl_s=settings.interrupt_ttl_s, now_ms=runtime.now_ms,
     )  # fmt: skip
     record = new_record(settings, ticket.thread_id, ticket.run_id, ticket.ros_invocation_id, ticket.owner)
     emitter = Emitter(observer, sink=record)  # every event this run shows passes through it, into the record

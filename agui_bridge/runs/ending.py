@@ -272,7 +272,7 @@ class RunEnd:
     def _release(self, *, retire: bool) -> None:
         """Release the lease before the terminal event; failures are logged, not fatal."""
         try:
-            self._ledger.finish(ev.now_ms(), retire=retire)
+            self._ledger.finish(self._runtime.now_ms(), retire=retire)
         except StateError:
             log.warning("Failed to persist AG-UI thread state at run end", exc_info=True)
 
@@ -282,7 +282,7 @@ class RunEnd:
         if ticket.pending:
             self._observer.interrupts_closed(len(ticket.pending), how)
         try:
-            self._ledger.drop_execution(ev.now_ms())
+            self._ledger.drop_execution(self._runtime.now_ms())
         except StateError:
             log.warning("Failed to persist AG-UI thread state after dropping an execution", exc_info=True)
         ticket.pending = {}

@@ -18,7 +18,6 @@ timeout no longer than the time to the next heartbeat.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -165,7 +164,8 @@ def _never() -> bool:
 class Pacer:
     """A stream's clock: heartbeats, the requests of its `Mailbox`, unary calls off the generator."""
 
-    __slots__ = ("_detaches_on_departure", "_heartbeat", "_interval_s", "_next_heartbeat", "_runtime", "mailbox")
+    __slots__ = ("_clock", "_detaches_on_departure", "_heartbeat", "_interval_s", "_next_heartbeat", "_runtime",
+                 "mailbox")  # fmt: skip
 
     def __init__(
         self,
@@ -177,9 +177,11 @@ class Pacer:
         detaches_on_departure: Callable[[], bool] = _never,
     ) -> None:
         self._runtime = runtime
+        #: The runtime's clock, looked up once: a test's fake clock paces heartbeats without sleeping.
+        self._clock = runtime.monotonic
         self._interval_s = interval_s
         self._heartbeat = heartbeat
-        self._next_heartbeat = time.monotonic() + interval_s
+        self._next_heartbeat = self._clock() + interval_s
         self.mailbox = mailbox if mailbox is not None else Mailbox(runtime)
         #: Asked when the client left: True means the stream detaches (tick yields DEPARTED for its body to
         #: stop on) rather than ending with `ClientGone`.
@@ -191,11 +193,11 @@ class Pacer:
 
     def wait_s(self) -> float:
         """How long the stream may wait for its next item: the time to the next heartbeat."""
-        return self._next_heartbeat - time.monotonic()
+        return self._next_heartbeat - self._clock()
 
     def shown(self) -> None:
         """Something was written to the client: the heartbeat timer restarts."""
-        self._next_heartbeat = time.monotonic() + self._interval_s
+        self._next_heartbeat = self._clock() + self._interval_s
 
     def watch(self, queue: Any) -> None:
         """The queue the stream waits on now: requests put `Signal.WAKE` into it, so they are seen at once."""
@@ -228,7 +230,7 @@ class Pacer:
             # The cancellation extension cancels the A2A task and retires the execution itself, right
             # after telling this worker (runs/cancel.py): doing either here as well would race it.
             raise Cancelled()
-        now = time.monotonic()
+        now = self._clock()
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self._interval_s
             yield self._heartbeat()

@@ -29,6 +29,7 @@ from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import Runtime, ThreadRuntime
 from tests.support.agui_checks import numbered_frames
+from tests.support.clock import ClockedRuntime, FakeClock
 from tests.support.eventually import eventually
 from tests.support.harness import run_body
 from tests.support.runtimes import SettlingRuntime
@@ -190,21 +191,27 @@ def test_heartbeat_is_sent_only_when_due_and_writes_restart_the_timer() -> None:
         beats.append(1)
         return HEARTBEAT_FRAME
 
-    pacer = Pacer(ThreadRuntime(), 0.05, heartbeat)
-    assert list(pacer.tick()) == []  # not due yet
-    time.sleep(0.06)
+    clock = FakeClock()
+    pacer = Pacer(ClockedRuntime(ThreadRuntime(), clock), 5.0, heartbeat)
+    assert list(pacer.tick()) == [] and pacer.wait_s() == 5.0  # not due yet
+    clock.advance(4.9)
+    assert list(pacer.tick()) == []
+    clock.advance(0.1)
     assert list(pacer.tick()) == [HEARTBEAT_FRAME]
-    assert list(pacer.tick()) == []  # the timer restarted
-    time.sleep(0.06)
+    assert list(pacer.tick()) == [] and pacer.wait_s() == 5.0  # the timer restarted
+    clock.advance(5.0)
     pacer.shown()  # something was written: no heartbeat needed
-    assert list(pacer.tick()) == [] and len(beats) == 1
+    assert list(pacer.tick()) == [] and pacer.wait_s() == 5.0 and len(beats) == 1
+    clock.advance(5.0)
+    assert list(pacer.tick()) == [HEARTBEAT_FRAME] and len(beats) == 2
 
 
 def test_call_runs_off_the_generator_heartbeating_and_returns_or_raises() -> None:
-    pacer = Pacer(ThreadRuntime(), 0.02, lambda: HEARTBEAT_FRAME)
+    pacer = Pacer(ClockedRuntime(ThreadRuntime(), FakeClock()), 0.02, lambda: HEARTBEAT_FRAME)
+    released = threading.Event()
 
     def slow(value: str) -> str:
-        time.sleep(0.1)
+        assert released.wait(10.0)
         return value
 
     frames: list[bytes] = []
@@ -212,9 +219,11 @@ def test_call_runs_off_the_generator_heartbeating_and_returns_or_raises() -> Non
     try:
         while True:
             frames.append(next(call))
+            if len(frames) == 2:  # the call is still running: the stream heartbeats meanwhile
+                released.set()
     except StopIteration as stop:
         assert stop.value == "done"
-    assert frames and set(frames) == {HEARTBEAT_FRAME}
+    assert len(frames) >= 2 and set(frames) == {HEARTBEAT_FRAME}  # one more if the call's thread was slow to end
 
     def fails() -> None:
         raise ExecutionLost("session_unavailable")

@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from agui_bridge.a2a.errors import A2ARpcError
+from agui_bridge.a2a.port import A2APort
 from agui_bridge.errors import (
     A2AExecutionFailed,
     BridgeError,
@@ -24,7 +25,6 @@ from agui_bridge.errors import (
     StatePersistenceFailed,
 )
 from agui_bridge.i18n.language import translate
-from agui_bridge.kernel.client import A2AClient
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.events import Event
@@ -90,7 +90,7 @@ class RunEnd:
         ledger: RunLedger,
         projector: RunProjector,
         *,
-        client: A2AClient,
+        client: A2APort,
         runtime: Runtime,
         observer: RunObserver,
         language: str,

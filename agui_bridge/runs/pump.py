@@ -20,11 +20,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agui_bridge.errors import A2AUnavailable, Cancelled
 from agui_bridge.runs.mailbox import Mailbox, Signal
-from agui_bridge.runs.upstream import Item, UnaryAccepted, Upstream
+from agui_bridge.runs.upstream import Item, UnaryAccepted
 from agui_bridge.worker.runtime import Empty, Runtime, TaskHandle
 from agui_bridge.worker.start_gate import OPEN_WAIT_S
 
@@ -84,10 +84,22 @@ def read_into(items: Iterable[Any], queue: Any, runtime: Runtime, put_timeout_s:
             gate.release()
 
 
+class PumpSource(Protocol):
+    """What a pump reads (`runs/upstream.Upstream`): items in order, and two ways to end the reading."""
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def abort(self) -> None:
+        """Wake the reader blocked in another thread (the pump's `on_stop`)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Pump:
     """One upstream read into one bounded queue by one greenlet/thread."""
 
-    def __init__(self, runtime: Runtime, upstream: Upstream, *, maxsize: int, put_timeout_s: float) -> None:
+    def __init__(self, runtime: Runtime, upstream: PumpSource, *, maxsize: int, put_timeout_s: float) -> None:
         self._runtime = runtime
         self._upstream = upstream
         self._put_timeout_s = put_timeout_s

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agui_bridge.a2a.errors import A2AError, A2ARpcError
+from agui_bridge.a2a.port import A2APort
 from agui_bridge.config.settings import Settings
 from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
-from agui_bridge.kernel.client import A2AClient
 from agui_bridge.runs.admission import admit_guidance, admit_run
 from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.capabilities import reattach_supported, reattach_window_s
@@ -45,7 +45,7 @@ class BridgeService:
         self,
         settings: Settings,
         store: ThreadStore,
-        client: A2AClient,
+        client: A2APort,
         runtime: Runtime,
         observer: RunObserver = NULL_OBSERVER,
         *,

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 from agui_bridge.a2a.errors import A2AError
 from agui_bridge.a2a.messages import session_id_of
+from agui_bridge.a2a.port import A2APort
 from agui_bridge.a2a.signals import TERMINAL_STATES, A2AEvent
 from agui_bridge.errors import A2AProtocolError
-from agui_bridge.kernel.client import A2AClient
 from agui_bridge.projection.interrupts import InputRequest, build_interrupt, collect_inputs
 from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
@@ -67,7 +67,7 @@ class RunTurn:
         projector: RunProjector,
         pipeline: PipelineMapper,
         *,
-        client: A2AClient,
+        client: A2APort,
         observer: RunObserver,
         interrupt_ttl_s: float,
         now_ms: Callable[[], int],

@@ -74,7 +74,7 @@ class Harness:
         )  # fmt: skip
         self.context_id = ticket.context_id
         runtime = ClockedRuntime(self.runtime, self.clock)
-        deps = StreamDeps(self.settings, self.store, client, runtime)  # type: ignore[arg-type]
+        deps = StreamDeps(self.settings, self.store, client, runtime)
         return RunStream(deps, ticket, run, "en")
 
     def interrupt(self, *inputs: dict[str, Any], text: str = "I will write it.") -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from agui_bridge.worker.runtime import Runtime, ThreadRuntime
 from tests.support.agui_checks import numbered_frames
 from tests.support.clock import ClockedRuntime, FakeClock
 from tests.support.eventually import eventually
+from tests.support.fakes import ScriptedA2A
 from tests.support.harness import run_body
 from tests.support.runtimes import SettlingRuntime
 
@@ -62,7 +63,7 @@ class ListUpstream:
 
 
 def started_pump(upstream: ListUpstream, maxsize: int = 16) -> Pump:
-    pump = Pump(ThreadRuntime(), upstream, maxsize=maxsize, put_timeout_s=5.0)  # type: ignore[arg-type]
+    pump = Pump(ThreadRuntime(), upstream, maxsize=maxsize, put_timeout_s=5.0)
     pump.start(name="pump:test")
     return pump
 
@@ -147,7 +148,7 @@ def test_a_pump_that_died_without_reporting_is_pump_died() -> None:
         def spawn(self, fn: Any, *args: Any, name: str, on_stop: Any = None) -> Any:
             return DeadTask()
 
-    pump = Pump(DeadRuntime(), ListUpstream([["a"]]), maxsize=4, put_timeout_s=1.0)  # type: ignore[arg-type]
+    pump = Pump(DeadRuntime(), ListUpstream([["a"]]), maxsize=4, put_timeout_s=1.0)
     pump.start(name="pump:dead")
     with pytest.raises(PumpDied) as info:
         pump.get(0.01)
@@ -275,17 +276,9 @@ def test_emitter_numbers_every_event_and_offers_each_frame_to_its_sink() -> None
 # ---- RunEnd ------------------------------------------------------------------------------------
 
 
-class Client:
-    def __init__(self) -> None:
-        self.cancelled: list[str] = []
-
-    def cancel_task(self, task_id: str) -> None:
-        self.cancelled.append(task_id)
-
-
 def ending(
     tmp_path: Path, *, task_id: str | None = "task-1", pending: bool = False, runtime: Runtime | None = None
-) -> tuple[RunEnd, Client, ThreadStore, RunTicket]:
+) -> tuple[RunEnd, ScriptedA2A, ThreadStore, RunTicket]:
     store = ThreadStore(tmp_path / "state")
     run = parse_run_input(run_body("thread-1", "hi", tmp_path))
     ticket = admit_run(
@@ -302,9 +295,9 @@ def ending(
             assert txn.state is not None
             txn.state.execution.pending["p1"] = entry
             txn.commit(txn.state)
-    client = Client()
+    client = ScriptedA2A()
     projector = RunProjector(ticket.thread_id, ticket.run_id, set())
-    end = RunEnd(ticket, ledger, projector, client=client, runtime=runtime or ThreadRuntime(), observer=NullObserver(),  # type: ignore[arg-type]
+    end = RunEnd(ticket, ledger, projector, client=client, runtime=runtime or ThreadRuntime(), observer=NullObserver(),
                  language="en")  # fmt: skip
     return end, client, store, ticket
 

@@ -148,12 +148,15 @@ def test_the_route_needs_the_same_bearer_as_a_run(settings: Settings, workspace:
     thread_id = new_thread_id()
     body = run_body(thread_id, "hello", workspace)
     auth = {"Authorization": "Bearer reattach-token"}
-    assert client.post("/", json=body, headers=auth).status_code == 200
+    with client.post("/", json=body, headers=auth) as run:  # closed: the run gives its stream place back
+        assert run.status_code == 200
+        run.get_data()
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "garbage"}):
         response = reattach(client, thread_id, body["runId"], headers={**headers, "Accept-Language": "fr"})
         assert response.status_code == 401
         assert response.get_json()["error"] == {"code": "UNAUTHORIZED", "message": translate("unauthorized", "fr")}
-    assert reattach(client, thread_id, body["runId"], headers=auth).status_code == 200
+    with reattach(client, thread_id, body["runId"], headers=auth) as follower:
+        assert follower.status_code == 200
 
 
 def test_after_retention_the_replay_is_gone_with_410(settings: Settings, workspace: Path) -> None:

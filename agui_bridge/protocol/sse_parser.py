@@ -213,6 +213,20 @@ def last_frame_end(buffer: bytes | bytearray, start: int = 0, stop: int | None =
     return found + len(FRAME_END) if found >= 0 else -1
 
 
+def frame_ends(buffer: bytes | bytearray) -> list[int]:
+    """The offset just past each whole frame of `buffer`, in order (one call for a whole read: a follower
+    runs this for every read of a live record)."""
+    ends: list[int] = []
+    find = buffer.find
+    step = len(FRAME_END)
+    found = find(FRAME_END)
+    while found >= 0:
+        found += step
+        ends.append(found)
+        found = find(FRAME_END, found)
+    return ends
+
+
 def resume_search_at(searched_to: int) -> int:
     """Where to search again for a frame end once `searched_to` bytes were searched without one: a frame
     end may straddle two reads, so the search backs up by all but one of its bytes."""
@@ -227,21 +241,19 @@ def is_comment_frame(frame: bytes | bytearray) -> bool:
 def frame_id_and_data(frame: bytes) -> tuple[int, bytes]:
     """(id, data) of one of the bridge's numbered frames, whole or only its first bytes (the data is then
     cut short); (0, b"") for a comment or a frame without a numeric id. The bridge writes the id line first
-    and one data line: that shape is read without splitting lines; any other order is walked line by line."""
-    if frame.startswith(_ID_FIELD):
+    and one data line: that shape is read without splitting lines (a follower reads it once per frame it
+    passes on); any other order is walked line by line."""
+    if frame.startswith(b"id: "):
         line_end = frame.find(b"\n")
-        if line_end < 0:
-            line_end = len(frame)
         try:
-            position = int(frame[len(_ID_FIELD) : line_end])
+            position = int(frame[4:line_end] if line_end >= 0 else frame[4:])
         except ValueError:
             return 0, b""
         if position <= 0:
             return 0, b""
-        rest = frame[line_end + 1 :]
-        if rest.startswith(_DATA_FIELD):
-            data_end = rest.find(b"\n")
-            return position, rest[len(_DATA_FIELD) : data_end if data_end >= 0 else len(rest)]
+        if line_end >= 0 and frame.startswith(b"data: ", line_end + 1):
+            data_end = frame.find(b"\n", line_end + 7)
+            return position, frame[line_end + 7 : data_end] if data_end >= 0 else frame[line_end + 7 :]
     position, data = 0, b""
     for line in frame.split(b"\n"):
         if line.startswith(_ID_FIELD):

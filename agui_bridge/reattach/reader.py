@@ -23,6 +23,7 @@ from typing import BinaryIO
 from agui_bridge.protocol.sse import FRAME_END
 from agui_bridge.protocol.sse_parser import (
     NUMBERED_FRAME_START,
+    frame_ends,
     frame_id_and_data,
     is_comment_frame,
     last_frame_end,
@@ -115,15 +116,14 @@ class RecordReader:
             return b""
         if not chunk:
             return b""
-        whole_end = last_frame_end(chunk)
-        if whole_end < 0:  # one frame, larger than this read or still being written
+        ends = frame_ends(chunk)
+        if not ends:  # one frame, larger than this read or still being written
             self._scanned = self._offset + len(chunk)
             self.behind = len(chunk) == max_read
             return b""
-        whole = chunk[:whole_end]
+        whole = chunk[: ends[-1]]
         start = 0
-        while start < len(whole):
-            end = next_frame_end(whole, start)
+        for end in ends:
             self._pending_facts = self._facts_of(whole[start : min(end, start + MAX_HEADER_BYTES)])
             self._frame_done()
             start = end
@@ -166,8 +166,8 @@ class RecordReader:
                 end = next_frame_end(prefix)
                 self.head = parse_head(prefix[:end]) if end >= 0 else None
             return 0, "", prefix.startswith(TRUNCATED_FRAME)
-        position, event_type = _frame_facts(prefix[:_FRAME_PREFIX_BYTES])
-        return position, event_type, False
+        position, data = frame_id_and_data(prefix[:_FRAME_PREFIX_BYTES])
+        return position, _event_type(data) if position > 0 else "", False
 
     def _frame_done(self) -> None:
         """The frame at the old offset was given out whole: what it says now holds."""

@@ -6,6 +6,7 @@ import pytest
 
 from agui_bridge.protocol.sse import FRAME_END, encode_comment, encode_numbered
 from agui_bridge.protocol.sse_parser import (
+    frame_ends,
     frame_id_and_data,
     is_comment_frame,
     last_frame_end,
@@ -28,6 +29,12 @@ def test_frame_ends_are_offsets_just_past_each_frame() -> None:
     assert last_frame_end(RECORD) == len(RECORD)
     assert last_frame_end(RECORD, 0, len(RECORD) - 1) == len(HEAD + FIRST)
     assert next_frame_end(RECORD[:-1], len(HEAD + FIRST)) == -1 and last_frame_end(FIRST[:-1]) == -1
+
+
+def test_one_call_gives_every_whole_frame_of_a_read_and_leaves_a_cut_one() -> None:
+    assert frame_ends(RECORD) == [len(HEAD), len(HEAD + FIRST), len(RECORD)]
+    assert frame_ends(RECORD[:-1]) == [len(HEAD), len(HEAD + FIRST)]
+    assert frame_ends(FIRST[:-2]) == []
 
 
 def test_a_search_resumed_after_a_read_finds_a_frame_end_split_across_two_reads() -> None:

@@ -107,8 +107,13 @@ class RunProjector:
         self._ended_tools: set[str] = set()
         self._tool_results: set[str] = set()
         self.open_steps: dict[str, str] = {}  # step key -> AG-UI step name, open in this run
-        #: Maps `metadata.iac_code` Pipeline envelopes (None: envelopes show nothing).
-        self.envelope_mapper: EnvelopeMapper | None = None if envelopes is None else envelopes(self).live
+        self._envelope_mapper: EnvelopeMapper | None = None if envelopes is None else envelopes(self).live
+
+    @property
+    def envelope_mapper(self) -> EnvelopeMapper | None:
+        """Maps `metadata.iac_code` Pipeline envelopes (None: envelopes show nothing); given at construction
+        only (`envelopes`, as `projection/pipeline.run_projection` does), never set afterwards."""
+        return self._envelope_mapper
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -127,8 +132,9 @@ class RunProjector:
             thought = thinking.get("text")
             if isinstance(thought, str) and thought:
                 self.emit_reasoning(out, "reasoning-" + (self._current_text or self.run_id), thought)
-        if pipeline and self.envelope_mapper is not None and ("pipeline" in iac or "pipelineBatch" in iac):
-            out.extend(self.envelope_mapper(iac))
+        envelope_mapper = self._envelope_mapper
+        if pipeline and envelope_mapper is not None and ("pipeline" in iac or "pipelineBatch" in iac):
+            out.extend(envelope_mapper(iac))
         if text:
             self._project_text(out, event)
         tool = iac.get("tool")

@@ -15,7 +15,18 @@ from typing import Any
 
 import orjson
 
-HEARTBEAT_FRAME = b": heartbeat\n\n"
+#: The end of every frame the bridge writes (LF framing); a run record is a series of these frames.
+FRAME_END = b"\n\n"
+#: A comment line's start: a frame that begins with it is a comment, not an event.
+COMMENT_PREFIX = b": "
+
+
+def encode_comment(text: bytes) -> bytes:
+    """One comment frame (`: <text>`): heartbeats, and a run record's header and truncation mark."""
+    return COMMENT_PREFIX + text + FRAME_END
+
+
+HEARTBEAT_FRAME = encode_comment(b"heartbeat")
 
 SSE_RESPONSE_HEADERS: tuple[tuple[str, str], ...] = (
     ("Cache-Control", "no-cache, no-transform"),

@@ -19,6 +19,8 @@ from typing import cast
 
 import orjson
 
+from agui_bridge.protocol.sse import FRAME_END
+
 
 def decode_data(data: bytes) -> object:
     """JSON of a record's data: orjson (about 5x faster), and where it refuses (NaN, lone surrogates,
@@ -186,3 +188,92 @@ def iter_records(chunks: Iterable[bytes]) -> Iterator[SseItem]:
     parser = SseParser()
     for chunk in chunks:
         yield from parser.feed_records(chunk)
+
+
+# ---- the bridge's own framing, on byte offsets -----------------------------------------------------
+# A run record holds the frames `protocol/sse.py` wrote (`id: <n>` LF `data: <json>` LF LF, and comment
+# frames). Its readers cannot hand a 64 MiB file to `SseParser`: they read bounded chunks at chosen
+# offsets and ask only where frames end and what a frame's first bytes say (docs/design.md#reattach).
+
+_ID_FIELD = b"id: "
+_DATA_FIELD = b"data: "
+#: Where a numbered frame begins: the end of the frame before it, then its id line.
+NUMBERED_FRAME_START = FRAME_END + _ID_FIELD
+
+
+def next_frame_end(buffer: bytes | bytearray, start: int = 0, stop: int | None = None) -> int:
+    """The offset just past the first whole frame ending within buffer[start:stop] (-1: none ends there)."""
+    found = buffer.find(FRAME_END, start) if stop is None else buffer.find(FRAME_END, start, stop)
+    return found + len(FRAME_END) if found >= 0 else -1
+
+
+def last_frame_end(buffer: bytes | bytearray, start: int = 0, stop: int | None = None) -> int:
+    """The offset just past the last whole frame ending within buffer[start:stop] (-1: none ends there)."""
+    found = buffer.rfind(FRAME_END, start) if stop is None else buffer.rfind(FRAME_END, start, stop)
+    return found + len(FRAME_END) if found >= 0 else -1
+
+
+def frame_ends(buffer: bytes | bytearray) -> list[int]:
+    """The offset just past each whole frame of `buffer`, in order (one call for a whole read: a follower
+    runs this for every read of a live record)."""
+    ends: list[int] = []
+    find = buffer.find
+    step = len(FRAME_END)
+    found = find(FRAME_END)
+    while found >= 0:
+        found += step
+        ends.append(found)
+        found = find(FRAME_END, found)
+    return ends
+
+
+def resume_search_at(searched_to: int) -> int:
+    """Where to search again for a frame end once `searched_to` bytes were searched without one: a frame
+    end may straddle two reads, so the search backs up by all but one of its bytes."""
+    return max(0, searched_to - (len(FRAME_END) - 1))
+
+
+def is_comment_frame(frame: bytes | bytearray) -> bool:
+    """Does this frame (or its first bytes) hold a comment rather than an event?"""
+    return frame.startswith(b":")
+
+
+def frame_id_and_data(frame: bytes) -> tuple[int, bytes]:
+    """(id, data) of one of the bridge's numbered frames, whole or only its first bytes (the data is then
+    cut short); (0, b"") for a comment or a frame without a numeric id. The bridge writes the id line first
+    and one data line: that shape is read without splitting lines (a follower reads it once per frame it
+    passes on); any other order is walked line by line."""
+    if frame.startswith(b"id: "):
+        line_end = frame.find(b"\n")
+        try:
+            position = int(frame[4:line_end] if line_end >= 0 else frame[4:])
+        except ValueError:
+            return 0, b""
+        if position <= 0:
+            return 0, b""
+        if line_end >= 0 and frame.startswith(b"data: ", line_end + 1):
+            data_end = frame.find(b"\n", line_end + 7)
+            return position, frame[line_end + 7 : data_end] if data_end >= 0 else frame[line_end + 7 :]
+    position, data = 0, b""
+    for line in frame.split(b"\n"):
+        if line.startswith(_ID_FIELD):
+            try:
+                position = int(line[len(_ID_FIELD) :])
+            except ValueError:
+                position = 0
+        elif line.startswith(_DATA_FIELD) and not data:
+            data = line[len(_DATA_FIELD) :]
+    return (position, data) if position > 0 else (0, b"")
+
+
+def next_numbered_frame(buffer: bytes | bytearray, start: int = 0, stop: int | None = None) -> int:
+    """The offset of the first numbered frame that starts after a frame end, the frame end and the frame's
+    id field both within buffer[start:stop] (-1: none)."""
+    found = buffer.find(NUMBERED_FRAME_START, start, len(buffer) if stop is None else stop)
+    return found + len(FRAME_END) if found >= 0 else -1
+
+
+def last_numbered_frame(buffer: bytes | bytearray, start: int = 0, stop: int | None = None) -> int:
+    """`next_numbered_frame`, the last one."""
+    found = buffer.rfind(NUMBERED_FRAME_START, start, len(buffer) if stop is None else stop)
+    return found + len(FRAME_END) if found >= 0 else -1

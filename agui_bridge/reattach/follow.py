@@ -30,7 +30,7 @@ from agui_bridge.errors import (
 )
 from agui_bridge.i18n.language import translate
 from agui_bridge.protocol import events as ev
-from agui_bridge.protocol.sse import HEARTBEAT_FRAME, encode_event
+from agui_bridge.protocol.sse import HEARTBEAT_FRAME, encode_numbered
 from agui_bridge.reattach.format import existing_record_paths, ros_digest
 from agui_bridge.reattach.reader import (
     CHUNK_BYTES,
@@ -188,17 +188,18 @@ def follow(
     try:
         yield from stream_backlog(attach)
         watch = watch_file(str(reader.path))
-        next_heartbeat = time.monotonic() + settings.heartbeat_interval_s
-        next_owner_check = time.monotonic() + OWNER_CHECK_S
+        clock = runtime.monotonic  # the follower's heartbeats and owner checks keep the runtime's time
+        next_heartbeat = clock() + settings.heartbeat_interval_s
+        next_owner_check = clock() + OWNER_CHECK_S
         over_since: float | None = None
         read_at_once = True  # frames appended between the tail scan and the watch's start
         while not reader.finished and not reader.truncated:
             if not (read_at_once or reader.behind):
-                watch.wait(max(0.0, min(next_heartbeat, next_owner_check) - time.monotonic()))
+                watch.wait(max(0.0, min(next_heartbeat, next_owner_check) - clock()))
             read_at_once = False
             marker.touch()
             forwarded = reader.forward(CHUNK_BYTES)
-            now = time.monotonic()
+            now = clock()
             if forwarded:
                 yield forwarded
                 next_heartbeat = now + settings.heartbeat_interval_s
@@ -231,13 +232,13 @@ def _seal_if_owner_died(reader: RecordReader, runtime: Runtime, settings: Settin
     alive = OwnerLiveness(
         settings.state_dir, beacon_interval_s=settings.beacon_interval_s, grace_s=settings.lease_ttl_s
     )
-    if head is None or alive(head):
+    if head is None or alive(head, runtime.now_ms()):
         return
     message = translate("run_worker_lost", settings.default_language or language)
     code = str(Cancelled.code)
 
     def terminal(position: int) -> bytes:
-        return b"id: %d\n" % position + encode_event(ev.run_error(code, message))
+        return encode_numbered(position, ev.run_error(code, message))
 
     for _ in range(SEAL_ATTEMPTS):
         outcome = read_off_hub(seal_orphan, reader.path, terminal)  # the tail scan is blocking file work

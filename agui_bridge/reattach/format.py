@@ -12,12 +12,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from agui_bridge.protocol.sse import COMMENT_PREFIX, encode_comment
+
 REPLAY_DIR = "replay"
 RECORD_SUFFIX = ".sse"
 TOMBSTONE_SUFFIX = ".gone"
 READERS_SUFFIX = ".readers"
-HEADER_PREFIX = b": record "
-TRUNCATED_FRAME = b": truncated\n\n"
+HEADER_PREFIX = COMMENT_PREFIX + b"record "
+TRUNCATED_FRAME = encode_comment(b"truncated")
 TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 #: The header line is bounded: ids are bounded by admission, the rest is fixed-size.
 MAX_HEADER_BYTES = 4096
@@ -90,7 +92,7 @@ class RecordHead:
     def encode(self) -> bytes:
         body = {"v": 1, "threadId": self.thread_id, "runId": self.run_id, "ros": self.ros}
         body |= {"owner": self.owner, "startedMs": self.started_ms}
-        return HEADER_PREFIX + json.dumps(body, separators=(",", ":")).encode("utf-8") + b"\n\n"
+        return encode_comment(b"record " + json.dumps(body, separators=(",", ":")).encode("utf-8"))
 
 
 def parse_head(block: bytes) -> RecordHead | None:

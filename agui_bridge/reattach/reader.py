@@ -20,6 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from agui_bridge.protocol.sse import FRAME_END
+from agui_bridge.protocol.sse_parser import (
+    NUMBERED_FRAME_START,
+    frame_ends,
+    frame_id_and_data,
+    is_comment_frame,
+    last_frame_end,
+    last_numbered_frame,
+    next_frame_end,
+    next_numbered_frame,
+    resume_search_at,
+)
 from agui_bridge.reattach.format import (
     HEADER_PREFIX,
     MAX_HEADER_BYTES,
@@ -36,9 +48,7 @@ READER_FRESH_S = 3.0
 #: Every read of a record past its header is at most this many bytes: scans and the backlog go in
 #: chunks, so a reattach holds no more of a 64 MiB record than this (docs/design.md#reattach).
 CHUNK_BYTES = 64 * 1024
-_FRAME_END = b"\n\n"
-_FRAME_START = b"\n\nid: "
-#: Enough of a frame's beginning for its id and event type (`id: n\ndata: {"type":"..."`).
+#: Enough of a frame's beginning for its id and event type (its id line and the start of its data line).
 _FRAME_PREFIX_BYTES = 96
 
 
@@ -106,15 +116,14 @@ class RecordReader:
             return b""
         if not chunk:
             return b""
-        last_end = chunk.rfind(_FRAME_END)
-        if last_end < 0:  # one frame, larger than this read or still being written
+        ends = frame_ends(chunk)
+        if not ends:  # one frame, larger than this read or still being written
             self._scanned = self._offset + len(chunk)
             self.behind = len(chunk) == max_read
             return b""
-        whole = chunk[: last_end + 2]
+        whole = chunk[: ends[-1]]
         start = 0
-        while start < len(whole):
-            end = whole.find(_FRAME_END, start) + 2
+        for end in ends:
             self._pending_facts = self._facts_of(whole[start : min(end, start + MAX_HEADER_BYTES)])
             self._frame_done()
             start = end
@@ -125,11 +134,11 @@ class RecordReader:
     def _search_frame_end(self, fd: int, max_read: int) -> None:
         """One read further into a large frame: its end found, it is streamed from the next call on."""
         assert self._scanned is not None
-        look_from = max(self._offset, self._scanned - 1)  # a "\n\n" split across two reads
+        look_from = max(self._offset, resume_search_at(self._scanned))  # a frame end split across two reads
         chunk = os.pread(fd, max_read, look_from)
-        found = chunk.find(_FRAME_END)
+        found = next_frame_end(chunk)
         if found >= 0:
-            self._frame_end = look_from + found + 2
+            self._frame_end = look_from + found
             self._scanned = None
             prefix = os.pread(fd, min(MAX_HEADER_BYTES, self._frame_end - self._offset), self._offset)
             self._pending_facts = self._facts_of(prefix)  # read now: its first read may have been partial
@@ -152,13 +161,13 @@ class RecordReader:
 
     def _facts_of(self, prefix: bytes) -> tuple[int, str, bool]:
         """(id, type, truncated) of the frame starting with `prefix` (the header is parsed here too)."""
-        if prefix.startswith(b":"):
+        if is_comment_frame(prefix):
             if self.head is None and prefix.startswith(HEADER_PREFIX):
-                end = prefix.find(_FRAME_END)
-                self.head = parse_head(prefix[: end + 2]) if end >= 0 else None
+                end = next_frame_end(prefix)
+                self.head = parse_head(prefix[:end]) if end >= 0 else None
             return 0, "", prefix.startswith(TRUNCATED_FRAME)
-        position, event_type = _frame_facts(prefix[:_FRAME_PREFIX_BYTES])
-        return position, event_type, False
+        position, data = frame_id_and_data(prefix[:_FRAME_PREFIX_BYTES])
+        return position, _event_type(data) if position > 0 else "", False
 
     def _frame_done(self) -> None:
         """The frame at the old offset was given out whole: what it says now holds."""
@@ -213,35 +222,29 @@ class RecordReader:
     def _parse(self, out: list[Frame]) -> None:
         buffer = self._pending
         start = 0
-        search_from = max(0, self._searched - 1)
+        search_from = resume_search_at(self._searched)
         while True:
-            end = buffer.find(b"\n\n", search_from)
+            end = next_frame_end(buffer, search_from)
             if end < 0:
                 break
-            block = bytes(buffer[start : end + 2])
-            start = search_from = end + 2
+            block = bytes(buffer[start:end])
+            start = search_from = end
             self._block(block, out)
         if start:
             del buffer[:start]
         self._searched = len(buffer)
 
     def _block(self, block: bytes, out: list[Frame]) -> None:
-        if block.startswith(b":"):
+        if is_comment_frame(block):
             if self.head is None and block.startswith(HEADER_PREFIX):
                 self.head = parse_head(block[:MAX_HEADER_BYTES])
             elif block == TRUNCATED_FRAME:
                 self.truncated = True
             return
-        position = 0
-        event_type = ""
-        for line in block.split(b"\n"):
-            if line.startswith(b"id: "):
-                with contextlib.suppress(ValueError):
-                    position = int(line[4:])
-            elif line.startswith(b"data: "):
-                event_type = _event_type(line[6:])
+        position, data = frame_id_and_data(block)
         if position <= 0:
             return
+        event_type = _event_type(data)
         self.last_position = position
         if event_type in TERMINAL_TYPES:
             self.finished = True
@@ -284,12 +287,12 @@ def probe_head(path: Path) -> HeadProbe:
     except OSError:
         os.close(fd)
         return HeadProbe(None, None, 0)
-    end = block.find(_FRAME_END)
-    head = parse_head(block[: end + 2]) if end >= 0 else None
+    end = next_frame_end(block)
+    head = parse_head(block[:end]) if end >= 0 else None
     if head is None:
         os.close(fd)
         return HeadProbe(None, None, 0)
-    return HeadProbe(head, fd, end + 2)
+    return HeadProbe(head, fd, end)
 
 
 @dataclass(frozen=True)
@@ -320,15 +323,8 @@ def _rfind_in_file(fd: int, needle: bytes, low: int, high: int) -> int:
 
 def _frame_facts(prefix: bytes) -> tuple[int, str]:
     """(event id, event type) from the first bytes of a frame; (0, "") for a comment."""
-    if not prefix.startswith(b"id: "):
-        return 0, ""
-    line_end = prefix.find(b"\n")
-    try:
-        position = int(prefix[4:line_end])
-    except ValueError:
-        return 0, ""
-    data = prefix[line_end + 1 :]
-    return position, _event_type(data[6:]) if data.startswith(b"data: ") else ""
+    position, data = frame_id_and_data(prefix)
+    return (position, _event_type(data)) if position > 0 else (0, "")
 
 
 def scan_tail(fd: int, frames_start: int) -> RecordTail:
@@ -339,29 +335,31 @@ def scan_tail(fd: int, frames_start: int) -> RecordTail:
     window_start = max(0, size - CHUNK_BYTES)
     window = os.pread(fd, size - window_start, window_start)
 
-    def rfind_end(low: int, high: int) -> int:
-        """The last frame end in [low, high): from the window when it is there, else read backwards."""
+    def last_end_within(low: int, high: int) -> int:
+        """Just past the last frame end lying within [low, high) (-1: none): from the window when it is
+        there, else read backwards."""
         inside = max(low, window_start)
-        if high - inside >= len(_FRAME_END):
-            found = window.rfind(_FRAME_END, inside - window_start, high - window_start)
+        if high - inside >= len(FRAME_END):
+            found = last_frame_end(window, inside - window_start, high - window_start)
             if found >= 0:
                 return window_start + found
         if low >= window_start:
             return -1
-        return _rfind_in_file(fd, _FRAME_END, low, min(high, window_start + len(_FRAME_END) - 1))
+        found = _rfind_in_file(fd, FRAME_END, low, min(high, window_start + len(FRAME_END) - 1))
+        return found + len(FRAME_END) if found >= 0 else -1
 
-    last_end = rfind_end(frames_start, size)
-    if last_end < 0:
+    complete_end = last_end_within(frames_start, size)
+    if complete_end < 0:
         return RecordTail(frames_start, 0, False, False)
-    complete_end = last_end + 2
-    previous_end = rfind_end(max(0, frames_start - 2), complete_end - 2)
-    block_start = previous_end + 2 if previous_end >= 0 else frames_start
+    # the frame before the last one ends within [the header's frame end, the last frame's end)
+    previous_end = last_end_within(max(0, frames_start - len(FRAME_END)), complete_end - len(FRAME_END))
+    block_start = previous_end if previous_end >= 0 else frames_start
     prefix_size = min(_FRAME_PREFIX_BYTES, complete_end - block_start)
     if block_start >= window_start:
         prefix = window[block_start - window_start : block_start - window_start + prefix_size]
     else:
         prefix = os.pread(fd, prefix_size, block_start)
-    if prefix.startswith(b":"):
+    if is_comment_frame(prefix):
         truncated = prefix == TRUNCATED_FRAME
         return RecordTail(complete_end, 0, False, truncated)
     position, event_type = _frame_facts(prefix)
@@ -373,18 +371,18 @@ def find_frame_after(fd: int, frames_start: int, complete_end: int, cursor: int)
     a chunk whose last frame is at or below the cursor is skipped whole; read in bounded chunks, forwards.
     Blocking file work: call it off the hub."""
     margin = _FRAME_PREFIX_BYTES
-    offset = max(0, frames_start - 2)  # the header's own "\n\n" precedes the first frame
+    offset = max(0, frames_start - len(FRAME_END))  # the header's own frame end precedes the first frame
     while offset < complete_end:
         chunk = os.pread(fd, min(CHUNK_BYTES, complete_end - offset) + margin, offset)
         scan_end = min(CHUNK_BYTES, complete_end - offset)
-        search_end = min(len(chunk), scan_end + len(_FRAME_START) - 1)  # matches that begin in this chunk
-        last = chunk.rfind(_FRAME_START, 0, search_end)
-        if last >= 0 and _frame_facts(chunk[last + 2 : last + 2 + margin])[0] > cursor:
-            found = chunk.find(_FRAME_START, 0, search_end)
+        search_end = min(len(chunk), scan_end + len(NUMBERED_FRAME_START) - 1)  # starts that begin in this chunk
+        last = last_numbered_frame(chunk, 0, search_end)
+        if last >= 0 and _frame_facts(chunk[last : last + margin])[0] > cursor:
+            found = next_numbered_frame(chunk, 0, search_end)
             while found >= 0:
-                if _frame_facts(chunk[found + 2 : found + 2 + margin])[0] > cursor:
-                    return offset + found + 2
-                found = chunk.find(_FRAME_START, found + 1, search_end)
+                if _frame_facts(chunk[found : found + margin])[0] > cursor:
+                    return offset + found
+                found = next_numbered_frame(chunk, found, search_end)
         offset += scan_end
     return complete_end
 

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agui_bridge.protocol.sse_parser import next_frame_end
 from agui_bridge.reattach.format import MAX_HEADER_BYTES, RecordHead, parse_head
 from agui_bridge.reattach.reader import CHUNK_BYTES, scan_tail
 from agui_bridge.store.owner import owner_is_alive, owner_on_this_host
@@ -60,11 +61,11 @@ def status_of(fd: int) -> RecordStatus:
     reader's one tail scan (`scan_tail`), which reads one chunk unless the last frame is larger."""
     size = os.fstat(fd).st_size
     first = os.pread(fd, MAX_HEADER_BYTES, 0)
-    header_end = first.find(b"\n\n")
-    head = parse_head(first[: header_end + 2]) if header_end >= 0 else None
+    header_end = next_frame_end(first)
+    head = parse_head(first[:header_end]) if header_end >= 0 else None
     if head is None:
         return RecordStatus(None, False, False, None, size)
-    tail = scan_tail(fd, header_end + 2)
+    tail = scan_tail(fd, header_end)
     complete = tail.complete_end == size  # otherwise a write is under way: decided on a later look
     position = tail.last_position if complete and not tail.truncated else None
     return RecordStatus(head, tail.finished, tail.truncated, position, size)

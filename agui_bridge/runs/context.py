@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from agui_bridge.a2a.port import A2APort
 from agui_bridge.config.settings import Settings
-from agui_bridge.kernel.client import A2AClient
 from agui_bridge.projection.pipeline import PipelineMapper, run_projection
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.runs.admission import RunTicket
@@ -41,7 +41,7 @@ class RunContext:
     run: RunInput
     language: str
     settings: Settings
-    client: A2AClient
+    client: A2APort
     runtime: Runtime
     observer: RunObserver
     registry: RunRegistry
@@ -72,7 +72,7 @@ def build_run(deps: StreamDeps, ticket: RunTicket, run: RunInput, language: str)
     end = RunEnd(ticket, ledger, projector, client=client, runtime=runtime, observer=observer, language=language)
     turn = RunTurn(
         ticket, ledger, end, projector, pipeline,
-        client=client, observer=observer, interrupt_ttl_s=settings.interrupt_ttl_s,
+        client=client, observer=observer, interrupt_ttl_s=settings.interrupt_ttl_s, now_ms=runtime.now_ms,
     )  # fmt: skip
     record = new_record(settings, ticket.thread_id, ticket.run_id, ticket.ros_invocation_id, ticket.owner)
     emitter = Emitter(observer, sink=record)  # every event this run shows passes through it, into the record

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agui_bridge.a2a.port import A2APort
 from agui_bridge.config.settings import Settings
-from agui_bridge.kernel.client import A2AClient
 from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
 from agui_bridge.runs.registry import PROCESS_RUNS, RunRegistry
 from agui_bridge.store.store import ThreadStore
@@ -17,7 +17,7 @@ from agui_bridge.worker.runtime import Runtime
 class StreamDeps:
     settings: Settings
     store: ThreadStore
-    client: A2AClient
+    client: A2APort
     runtime: Runtime
     observer: RunObserver = NULL_OBSERVER
     #: Where a stream gives its place back when its body closes (a stream never opened there changes nothing).

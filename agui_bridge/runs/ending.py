@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from agui_bridge.a2a.errors import A2ARpcError
+from agui_bridge.a2a.port import A2APort
 from agui_bridge.errors import (
     A2AExecutionFailed,
     BridgeError,
@@ -24,7 +25,6 @@ from agui_bridge.errors import (
     StatePersistenceFailed,
 )
 from agui_bridge.i18n.language import translate
-from agui_bridge.kernel.client import A2AClient
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.events import Event
@@ -90,7 +90,7 @@ class RunEnd:
         ledger: RunLedger,
         projector: RunProjector,
         *,
-        client: A2AClient,
+        client: A2APort,
         runtime: Runtime,
         observer: RunObserver,
         language: str,
@@ -272,7 +272,7 @@ class RunEnd:
     def _release(self, *, retire: bool) -> None:
         """Release the lease before the terminal event; failures are logged, not fatal."""
         try:
-            self._ledger.finish(ev.now_ms(), retire=retire)
+            self._ledger.finish(self._runtime.now_ms(), retire=retire)
         except StateError:
             log.warning("Failed to persist AG-UI thread state at run end", exc_info=True)
 
@@ -282,7 +282,7 @@ class RunEnd:
         if ticket.pending:
             self._observer.interrupts_closed(len(ticket.pending), how)
         try:
-            self._ledger.drop_execution(ev.now_ms())
+            self._ledger.drop_execution(self._runtime.now_ms())
         except StateError:
             log.warning("Failed to persist AG-UI thread state after dropping an execution", exc_info=True)
         ticket.pending = {}

@@ -18,7 +18,6 @@ from agui_bridge.a2a.signals import TERMINAL_STATES, A2AEvent
 from agui_bridge.errors import A2AProtocolError, BridgeError
 from agui_bridge.observability import tracing
 from agui_bridge.projection.interrupts import collect_inputs
-from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.events import Event
 from agui_bridge.runs import resume_plan
 from agui_bridge.runs.context import RunContext
@@ -31,8 +30,20 @@ from agui_bridge.store.store import StateError
 class ResumePreflight:
     """The preflight of one resume, reading the run's context (`runs/context.build_run`)."""
 
-    __slots__ = ("_client", "_emitter", "_end", "_language", "_ledger", "_observer", "_pacer", "_run", "_ticket",
-                 "_ttl_ms", "_turn")  # fmt: skip
+    __slots__ = (
+        "_client",
+        "_emitter",
+        "_end",
+        "_language",
+        "_ledger",
+        "_now_ms",
+        "_observer",
+        "_pacer",
+        "_run",
+        "_ticket",
+        "_ttl_ms",
+        "_turn",
+    )  # fmt: skip
 
     def __init__(self, context: RunContext) -> None:
         self._ticket = context.ticket
@@ -45,6 +56,7 @@ class ResumePreflight:
         self._emitter = context.emitter
         self._observer = context.observer
         self._ttl_ms = int(context.settings.interrupt_ttl_s * 1000)
+        self._now_ms = context.runtime.now_ms  # interrupts expire on the runtime's clock
         self._language = context.language
 
     def run(self) -> Generator[bytes, None, Upstream]:
@@ -67,7 +79,7 @@ class ResumePreflight:
                 resume_plan.check_nothing_pending(answers, ticket.applied)
             except BridgeError as error:
                 raise RunEnded(self._end.refuse(error)) from None
-        if resume_plan.expired(ticket.pending, ev.now_ms()):
+        if resume_plan.expired(ticket.pending, self._now_ms()):
             raise RunEnded(self._end.expire(dismissed=resume_plan.dismisses_all(answers)))
         if ticket.session_id is not None:
             yield from self._pacer.call(client.ensure_restored, ticket.cwd, ticket.session_id, task_id, name=call_name)
@@ -79,7 +91,7 @@ class ResumePreflight:
         catch_up = yield from self._pacer.call(client.pipeline_state, task_id, turn.pipeline.sequence, name=call_name)
         snapshot_inputs = collect_inputs(snapshot.iac) if snapshot.iac else []
         turn.check_input_identity(snapshot_inputs)
-        now_ms = ev.now_ms()
+        now_ms = self._now_ms()
         reconciled = resume_plan.reconcile(
             ticket.pending,
             snapshot_inputs,

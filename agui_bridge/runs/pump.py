@@ -18,14 +18,13 @@ timeout no longer than the time to the next heartbeat.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agui_bridge.errors import A2AUnavailable, Cancelled
 from agui_bridge.runs.mailbox import Mailbox, Signal
-from agui_bridge.runs.upstream import Item, UnaryAccepted, Upstream
+from agui_bridge.runs.upstream import Item, UnaryAccepted
 from agui_bridge.worker.runtime import Empty, Runtime, TaskHandle
 from agui_bridge.worker.start_gate import OPEN_WAIT_S
 
@@ -85,10 +84,22 @@ def read_into(items: Iterable[Any], queue: Any, runtime: Runtime, put_timeout_s:
             gate.release()
 
 
+class PumpSource(Protocol):
+    """What a pump reads (`runs/upstream.Upstream`): items in order, and two ways to end the reading."""
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def abort(self) -> None:
+        """Wake the reader blocked in another thread (the pump's `on_stop`)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Pump:
     """One upstream read into one bounded queue by one greenlet/thread."""
 
-    def __init__(self, runtime: Runtime, upstream: Upstream, *, maxsize: int, put_timeout_s: float) -> None:
+    def __init__(self, runtime: Runtime, upstream: PumpSource, *, maxsize: int, put_timeout_s: float) -> None:
         self._runtime = runtime
         self._upstream = upstream
         self._put_timeout_s = put_timeout_s
@@ -165,7 +176,8 @@ def _never() -> bool:
 class Pacer:
     """A stream's clock: heartbeats, the requests of its `Mailbox`, unary calls off the generator."""
 
-    __slots__ = ("_detaches_on_departure", "_heartbeat", "_interval_s", "_next_heartbeat", "_runtime", "mailbox")
+    __slots__ = ("_clock", "_detaches_on_departure", "_heartbeat", "_interval_s", "_next_heartbeat", "_runtime",
+                 "mailbox")  # fmt: skip
 
     def __init__(
         self,
@@ -177,9 +189,11 @@ class Pacer:
         detaches_on_departure: Callable[[], bool] = _never,
     ) -> None:
         self._runtime = runtime
+        #: The runtime's clock, looked up once: a test's fake clock paces heartbeats without sleeping.
+        self._clock = runtime.monotonic
         self._interval_s = interval_s
         self._heartbeat = heartbeat
-        self._next_heartbeat = time.monotonic() + interval_s
+        self._next_heartbeat = self._clock() + interval_s
         self.mailbox = mailbox if mailbox is not None else Mailbox(runtime)
         #: Asked when the client left: True means the stream detaches (tick yields DEPARTED for its body to
         #: stop on) rather than ending with `ClientGone`.
@@ -191,11 +205,11 @@ class Pacer:
 
     def wait_s(self) -> float:
         """How long the stream may wait for its next item: the time to the next heartbeat."""
-        return self._next_heartbeat - time.monotonic()
+        return self._next_heartbeat - self._clock()
 
     def shown(self) -> None:
         """Something was written to the client: the heartbeat timer restarts."""
-        self._next_heartbeat = time.monotonic() + self._interval_s
+        self._next_heartbeat = self._clock() + self._interval_s
 
     def watch(self, queue: Any) -> None:
         """The queue the stream waits on now: requests put `Signal.WAKE` into it, so they are seen at once."""
@@ -228,7 +242,7 @@ class Pacer:
             # The cancellation extension cancels the A2A task and retires the execution itself, right
             # after telling this worker (runs/cancel.py): doing either here as well would race it.
             raise Cancelled()
-        now = time.monotonic()
+        now = self._clock()
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self._interval_s
             yield self._heartbeat()

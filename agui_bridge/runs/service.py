@@ -14,10 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agui_bridge.a2a.errors import A2AError, A2ARpcError
+from agui_bridge.a2a.port import A2APort
 from agui_bridge.config.settings import Settings
 from agui_bridge.errors import A2AUnavailable, ServiceUnavailable
-from agui_bridge.kernel.client import A2AClient
-from agui_bridge.protocol.events import now_ms
 from agui_bridge.runs.admission import admit_guidance, admit_run
 from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.capabilities import reattach_supported, reattach_window_s
@@ -46,7 +45,7 @@ class BridgeService:
         self,
         settings: Settings,
         store: ThreadStore,
-        client: A2AClient,
+        client: A2APort,
         runtime: Runtime,
         observer: RunObserver = NULL_OBSERVER,
         *,
@@ -114,7 +113,9 @@ class BridgeService:
         if owner == self.owner:
             return self.registry.holds(run_key)
         # Fresh = published within three intervals; a dead owner on this host is caught by its pid first.
-        return self.beacons.holds(owner, run_key, now_ms(), beacon_fresh_ms(self.settings.beacon_interval_s))
+        return self.beacons.holds(
+            owner, run_key, self.runtime.now_ms(), beacon_fresh_ms(self.settings.beacon_interval_s)
+        )
 
     def lease_live(self, lease: RunLease, now: int) -> bool:
         """`state.lease.lease_is_live` with this worker's view: admission, status, cancel, retention
@@ -143,7 +144,7 @@ class BridgeService:
         run, language = request.run_input(), request.language
         cwd = resolve_cwd(run.props.cwd, self.settings.allowed_cwds)
         if run.props.active_guidance:
-            guidance = admit_guidance(self.store, run, cwd=cwd, digest=request.digest, now_ms=now_ms())
+            guidance = admit_guidance(self.store, run, cwd=cwd, digest=request.digest, now_ms=self.runtime.now_ms())
             guidance_stream = GuidanceStream(self._deps, guidance, run, language, client_socket=client_socket)
             self.registry.open(guidance_stream)  # the stream closes itself there when its body ends
             return guidance_stream
@@ -153,7 +154,7 @@ class BridgeService:
             cwd=cwd,
             digest=request.digest,
             owner=self.owner,
-            now_ms=now_ms(),
+            now_ms=self.runtime.now_ms(),
             lease_ttl_ms=int(self.settings.lease_ttl_s * 1000),
             is_alive=owner_is_alive,
             holds_run=self.holds_run,
@@ -177,7 +178,14 @@ class BridgeService:
                 raise A2AUnavailable() from exc
 
         status = cancel_execution(
-            self.store, cancel_task, execution_id, thread_id, ros_invocation_id, now_ms(), self, self.lease_live
+            self.store,
+            cancel_task,
+            execution_id,
+            thread_id,
+            ros_invocation_id,
+            self.runtime.now_ms(),
+            self,
+            self.lease_live,
         )
         return {"executionId": execution_id, "status": status}
 
@@ -211,9 +219,14 @@ class BridgeService:
         """Idle for `idle_shutdown_s` here and in every thread file (runs of other workers count)."""
         idle_s = self.settings.idle_shutdown_s
         registry = self.registry
-        if idle_s <= 0 or registry.active or registry.followers or time.monotonic() - registry.last_activity < idle_s:
+        if (
+            idle_s <= 0
+            or registry.active
+            or registry.followers
+            or self.runtime.monotonic() - registry.last_activity < idle_s
+        ):
             return False
-        now = now_ms()
+        now = self.runtime.now_ms()
         latest = busy_since(self.store, now, self.lease_live, self._yield_turn)
         return latest is not None and now - latest >= idle_s * 1000
 

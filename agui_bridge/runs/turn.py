@@ -10,12 +10,13 @@ AG-UI events the stream shows next.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from agui_bridge.a2a.errors import A2AError
 from agui_bridge.a2a.messages import session_id_of
+from agui_bridge.a2a.port import A2APort
 from agui_bridge.a2a.signals import TERMINAL_STATES, A2AEvent
 from agui_bridge.errors import A2AProtocolError
-from agui_bridge.kernel.client import A2AClient
 from agui_bridge.projection.interrupts import InputRequest, build_interrupt, collect_inputs
 from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
@@ -55,7 +56,7 @@ def shows_nothing(event: A2AEvent) -> bool:
 
 class RunTurn:
     __slots__ = ("_accepted", "_answers", "_awaiting", "_catch_up_after_permissions", "_client", "_end",
-                 "_interrupt_ttl_ms", "_ledger", "_observer", "_session_emitted", "_ticket", "_unaccepted",
+                 "_interrupt_ttl_ms", "_ledger", "_now_ms", "_observer", "_session_emitted", "_ticket", "_unaccepted",
                  "pipeline", "projector")  # fmt: skip
 
     def __init__(
@@ -66,9 +67,10 @@ class RunTurn:
         projector: RunProjector,
         pipeline: PipelineMapper,
         *,
-        client: A2AClient,
+        client: A2APort,
         observer: RunObserver,
         interrupt_ttl_s: float,
+        now_ms: Callable[[], int],
     ) -> None:
         self._ticket = ticket
         self._ledger = ledger
@@ -76,6 +78,8 @@ class RunTurn:
         self._client = client
         self._observer = observer
         self._interrupt_ttl_ms = int(interrupt_ttl_s * 1000)
+        #: The runtime's wall clock (`Runtime.now_ms`): an interrupt's expiry is counted from it.
+        self._now_ms = now_ms
         self.projector = projector
         self.pipeline = pipeline
         self._session_emitted = False
@@ -108,7 +112,7 @@ class RunTurn:
         self.write_identity()  # C5 would carry it too, but its failure must stay the identity's own
         digests = {i: self._answers[i].digest for i in interrupt_ids if i in self._answers}
         try:
-            self._ledger.accept_answers(digests, ev.now_ms())
+            self._ledger.accept_answers(digests, self._now_ms())
         except StateError:
             raise RunEnded(self._end.fail_closed("answer_commit_failed")) from None
         closed = [input_id for input_id in digests if input_id in ticket.pending]
@@ -235,7 +239,7 @@ class RunTurn:
         """
         self.write_identity()  # C6 would carry it too, but its failure must stay the identity's own
         ticket = self._ticket
-        now_ms = ev.now_ms()
+        now_ms = self._now_ms()
         expires_ms = now_ms + self._interrupt_ttl_ms
         expires_at = model.format_rfc3339_ms(expires_ms)
         self.check_input_identity(inputs)

@@ -19,9 +19,9 @@ from typing import Any
 
 from agui_bridge.a2a import messages as a2a_messages
 from agui_bridge.a2a.errors import A2AError, A2ARpcError, A2ATransportError
+from agui_bridge.a2a.port import A2APort, UpstreamStream
 from agui_bridge.a2a.signals import ENDING_STATES, A2AEvent
 from agui_bridge.errors import A2AUnavailable
-from agui_bridge.kernel.client import A2AClient, A2AStream
 from agui_bridge.runs.failures import AnswerRejected
 from agui_bridge.runs.resume_plan import SendPlan
 from agui_bridge.validation.content import user_message_parts
@@ -74,9 +74,9 @@ def cut_at_ending(batch: Sequence[A2AEvent]) -> tuple[list[A2AEvent], bool]:
 class Upstream:
     """Iterable of queue items for one run; `abort()` may be called from another greenlet/thread."""
 
-    def __init__(self, client: A2AClient) -> None:
+    def __init__(self, client: A2APort) -> None:
         self._client = client
-        self._current: A2AStream | None = None
+        self._current: UpstreamStream | None = None
         self._aborted = False
         self._items: Iterator[Item] = iter(())
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import queue as std_queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -28,10 +29,25 @@ class TaskHandle(Protocol):
     def alive(self) -> bool: ...
 
 
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch: what leases, interrupt expiries and record stamps are written in."""
+    return time.time_ns() // 1_000_000
+
+
 class Runtime(Protocol):
+    """What a run borrows from its worker: concurrency, and the time (docs/design.md#runtime-backends)."""
+
     name: str
     #: The worker's start gate (docs/design.md#start-gate): admissions and kernel opens of a burst.
     start_gate: PriorityGate
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back: heartbeat pacing and other intervals."""
+        ...
+
+    def now_ms(self) -> int:
+        """Wall-clock milliseconds since the epoch: interrupt expiry, leases, activity stamps."""
+        ...
 
     def spawn(
         self, fn: Callable[..., Any], *args: Any, name: str, on_stop: Callable[[], None] | None = None
@@ -68,6 +84,8 @@ class _ThreadHandle:
 
 class ThreadRuntime:
     name = "threads"
+    monotonic = staticmethod(time.monotonic)
+    now_ms = staticmethod(wall_clock_ms)
 
     def __init__(self) -> None:
         self.start_gate = PriorityGate(START_GATE_LIMIT, threading.Event)
@@ -114,6 +132,8 @@ class _GreenletHandle:
 
 class GeventRuntime:
     name = "gevent"
+    monotonic = staticmethod(time.monotonic)
+    now_ms = staticmethod(wall_clock_ms)
 
     def __init__(self) -> None:
         import gevent

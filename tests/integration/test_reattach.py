@@ -8,6 +8,7 @@ is the documented status with a localised envelope.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -147,33 +148,36 @@ def test_the_route_needs_the_same_bearer_as_a_run(settings: Settings, workspace:
     thread_id = new_thread_id()
     body = run_body(thread_id, "hello", workspace)
     auth = {"Authorization": "Bearer reattach-token"}
-    with client.post("/", json=body, headers=auth) as run:
+    with client.post("/", json=body, headers=auth) as run:  # closed: the run gives its stream place back
         assert run.status_code == 200
+        run.get_data()
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "garbage"}):
         response = reattach(client, thread_id, body["runId"], headers={**headers, "Accept-Language": "fr"})
         assert response.status_code == 401
         assert response.get_json()["error"] == {"code": "UNAUTHORIZED", "message": translate("unauthorized", "fr")}
-    assert reattach(client, thread_id, body["runId"], headers=auth).status_code == 200
+    with reattach(client, thread_id, body["runId"], headers=auth) as follower:
+        assert follower.status_code == 200
 
 
 def test_after_retention_the_replay_is_gone_with_410(settings: Settings, workspace: Path) -> None:
-    client = app_with(settings, reattach_retention_s=0.5).test_client()
+    client = app_with(settings, reattach_retention_s=60.0).test_client()
     thread_id = new_thread_id()
     body = run_body(thread_id, "hello", workspace)
     client.post("/", json=body).get_data()
     assert reattach(client, thread_id, body["runId"]).status_code == 200
-    time.sleep(0.7)
+    record, tombstone, _ = record_paths(settings.state_dir, thread_id, body["runId"])
+    ended_at = time.time() - 61.0  # a record's age is its last write's (its terminal frame): it ended long ago
+    os.utime(record, (ended_at, ended_at))
     response = reattach(client, thread_id, body["runId"], headers={"Accept-Language": "es"})
     assert response.status_code == 410
     assert response.get_json()["error"] == {"code": "REPLAY_EXPIRED", "message": translate("replay_expired", "es")}
     # The sweep leaves a tombstone: still 410 (not 404), and still 404 for another caller.
-    report = sweep_records(settings.state_dir, retention_s=0.5, tombstone_retention_s=3600)
+    report = sweep_records(settings.state_dir, retention_s=60.0, tombstone_retention_s=3600)
     assert report.tombstoned == 1
-    record, tombstone, _ = record_paths(settings.state_dir, thread_id, body["runId"])
     assert not record.exists() and tombstone.exists()
     assert reattach(client, thread_id, body["runId"]).status_code == 410
     assert reattach(client, thread_id, body["runId"], ros="other").status_code == 404
-    assert sweep_records(settings.state_dir, retention_s=0.5, tombstone_retention_s=0).removed == 1
+    assert sweep_records(settings.state_dir, retention_s=60.0, tombstone_retention_s=0).removed == 1
     assert reattach(client, thread_id, body["runId"]).status_code == 404
 
 

@@ -105,7 +105,7 @@ def test_guidance_streams_get_their_own_span(exporter: InMemorySpanExporter, tmp
     ticket = admit(store, body, tmp_path)
     scripted = ScriptedA2A()
     scripted.streams["SendStreamingMessage"] = [[[status(context_id)]]]
-    deps = StreamDeps(Settings(state_dir=tmp_path / "state"), store, scripted, ThreadRuntime())  # type: ignore[arg-type]
+    deps = StreamDeps(Settings(state_dir=tmp_path / "state"), store, scripted, ThreadRuntime())
     with tracing.span("POST /"):
         stream = GuidanceStream(deps, ticket, parse_run_input(body), "en")
     raw = b"".join(stream)

@@ -27,7 +27,7 @@ from tests.kernel.helpers import (
     workspace,
 )
 from tests.kernel.kernel_harness import Kernel
-from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.agui_checks import assert_valid_agui_stream, event_types, sse_comments
 from tests.support.harness import BridgeServer, bridge_server, custom, new_thread_id, run_body
 
 
@@ -81,7 +81,7 @@ def test_silence_longer_than_the_heartbeat_is_filled_with_heartbeats(bridge: Bri
         assert response.status_code == 200
         raw = b"".join(response.iter_content(chunk_size=None))
     events = assert_valid_agui_stream(raw, expect_terminal="success")
-    assert raw.count(b": heartbeat") >= 2  # 3 s of silence, a 1 s heartbeat
+    assert sse_comments(raw).count("heartbeat") >= 2  # 3 s of silence, a 1 s heartbeat
     assert text_of(events) == "Back after a silence."
 
 

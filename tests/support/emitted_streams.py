@@ -15,8 +15,7 @@ from agui_bridge.a2a.signals import A2AEvent, unwrap
 from agui_bridge.demo import scenarios as sc
 from agui_bridge.demo.pipeline import PipelineRun
 from agui_bridge.projection.interrupts import build_interrupt, collect_inputs
-from agui_bridge.projection.pipeline import PipelineMapper
-from agui_bridge.projection.projector import RunProjector
+from agui_bridge.projection.pipeline import run_projection
 from agui_bridge.protocol.sse_parser import SseParser
 from tests.support.golden import transcript_bytes
 
@@ -103,9 +102,8 @@ def demo_pipeline_payloads() -> list[dict[str, Any]]:
 
 def project(thread_id: str, run_id: str, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every AG-UI event and interrupt the projection makes of `payloads`."""
-    projector = RunProjector(thread_id, run_id)
-    pipeline = PipelineMapper(projector, thread_id, [], 0)
-    projector.envelope_mapper = pipeline.live
+    pipeline = run_projection(thread_id, run_id, set(), [], 0)
+    projector = pipeline.projector
     out: list[dict[str, Any]] = []
     for payload in payloads:
         if "recovery" in payload:

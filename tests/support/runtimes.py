@@ -57,6 +57,12 @@ class SettlingRuntime:
     def sleep(self, seconds: float) -> None:
         self._threads.sleep(seconds)
 
+    def monotonic(self) -> float:
+        return self._threads.monotonic()
+
+    def now_ms(self) -> int:
+        return self._threads.now_ms()
+
     def stream_limit(self, max_active_runs: int, max_thread_streams: int) -> int:
         return self._threads.stream_limit(max_active_runs, max_thread_streams)
 

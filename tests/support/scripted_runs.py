@@ -59,7 +59,7 @@ def make_stream(
     )  # fmt: skip
     client = client or streaming_a2a(script(ticket.context_id), delay_s)
     # StreamDeps names the concrete kernel client; the scripted one implements the same A2APort.
-    deps = StreamDeps(settings, store, client, runtime or ThreadRuntime())  # type: ignore[arg-type]
+    deps = StreamDeps(settings, store, client, runtime or ThreadRuntime())
     stream = RunStream(deps, ticket, run, "en")
     return stream, client, store
 

@@ -74,7 +74,7 @@ def run_guidance(tmp_path: Path, reply: Any) -> tuple[list[dict[str, Any]], Scri
     client.streams["SendStreamingMessage"] = [reply(context_id) if callable(reply) else reply]
     settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
     runtime = SettlingRuntime()
-    deps = StreamDeps(settings, store, client, runtime)  # type: ignore[arg-type]
+    deps = StreamDeps(settings, store, client, runtime)
     stream = GuidanceStream(deps, ticket, parse_run_input(body), "en")
     try:
         raw = b"".join(stream)
@@ -126,7 +126,7 @@ def test_shutdown_ends_guidance_with_run_error_and_leaves_the_task_alone(tmp_pat
     client = ScriptedA2A()
     client.streams["SendStreamingMessage"] = [ScriptedStream([], gate=threading.Event())]
     settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,))
-    stream = GuidanceStream(StreamDeps(settings, store, client, ThreadRuntime()), ticket, parse_run_input(body), "en")  # type: ignore[arg-type]
+    stream = GuidanceStream(StreamDeps(settings, store, client, ThreadRuntime()), ticket, parse_run_input(body), "en")
     chunks = iter(stream)
     raw = next(chunks)
     threading.Timer(0.2, stream.request_stop).start()

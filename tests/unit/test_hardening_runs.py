@@ -138,7 +138,7 @@ def make_stream(
         lease_ttl_ms=20_000, is_alive=owner_is_alive,
     )  # fmt: skip
     client = streaming_a2a(batches(ticket.context_id))
-    deps = StreamDeps(config, store, client, runtime)  # type: ignore[arg-type]
+    deps = StreamDeps(config, store, client, runtime)
     return RunStream(deps, ticket, run, "en"), client, store
 
 

@@ -12,6 +12,7 @@ from agui_bridge.projection.pipeline import (
     PipelineMapper,
     integer_of,
     name_of,
+    run_projection,
     step_of,
 )
 from agui_bridge.projection.projector import RunProjector
@@ -33,10 +34,8 @@ def envelope(
 
 
 def mapper(durable: list[str] | None = None, sequence: int = 0) -> tuple[PipelineMapper, RunProjector]:
-    projector = RunProjector(THREAD, "run-1")
-    pipeline = PipelineMapper(projector, THREAD, durable or [], sequence)
-    projector.envelope_mapper = pipeline.live
-    return pipeline, projector
+    pipeline = run_projection(THREAD, "run-1", set(), durable or [], sequence)
+    return pipeline, pipeline.projector
 
 
 def live(pipeline: PipelineMapper, *envelopes: dict[str, Any]) -> list[dict[str, Any]]:
@@ -364,3 +363,13 @@ def test_every_demo_pipeline_message_ends_in_the_order_it_started() -> None:
     started = [e["messageId"] for e in events if e.get("type") == "TEXT_MESSAGE_START"]
     ended = [e["messageId"] for e in events if e.get("type") == "TEXT_MESSAGE_END"]
     assert len(started) > len(sc.PIPELINE_CANDIDATES) and started == ended
+
+
+def test_a_projectors_envelope_mapper_is_given_at_construction_and_cannot_be_replaced() -> None:
+    pipeline, projector = mapper()
+    assert projector.envelope_mapper == pipeline.live
+    assert RunProjector(THREAD, "run-2").envelope_mapper is None  # no mapper: envelopes show nothing
+    attribute = "envelope_mapper"  # set by name: a type checker refuses the assignment itself
+    with pytest.raises(AttributeError):
+        setattr(projector, attribute, None)
+    assert projector.envelope_mapper == pipeline.live

@@ -34,6 +34,7 @@ from agui_bridge.runs.observer import NULL_OBSERVER
 from agui_bridge.runs.retention import prune
 from agui_bridge.store.store import ThreadStore
 from agui_bridge.worker.beacon import Beacons
+from agui_bridge.worker.runtime import ThreadRuntime
 from tests.support.agui_checks import numbered_frames
 
 OWNER = "host:1:1"
@@ -184,13 +185,6 @@ def test_state_prune_removes_expired_records(tmp_path: Path) -> None:
     assert report.records_expired == 1 and not record.path.exists()
 
 
-class SleepRuntime:
-    """Just enough of a Runtime for `follow`: a real short sleep."""
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
 def test_a_follower_of_a_run_that_ended_unrecorded_stops_after_the_grace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,7 +198,7 @@ def test_a_follower_of_a_run_that_ended_unrecorded_stops_after_the_grace(
     settings = settings_for(tmp_path, heartbeat_interval_s=0.05)
     attach = open_reattach(settings, "t", "r", "ros-1", 0)
     over = {"now": False}
-    body = reattach_module.follow(attach, SleepRuntime(), settings, "en", lambda: over["now"])  # type: ignore[arg-type]
+    body = reattach_module.follow(attach, ThreadRuntime(), settings, "en", lambda: over["now"])
     assert next(body).startswith(b"id: 1\n")
     assert next(body) == b": heartbeat\n\n"  # the run holds its lease: keep following
     over["now"] = True
@@ -224,7 +218,7 @@ def test_a_follower_of_a_dead_owner_seals_and_ends(tmp_path: Path, monkeypatch: 
     Emitter(NULL_OBSERVER, record).events([ev.run_started("t", "r", None), ev.text_start("m")])
     settings = settings_for(tmp_path)
     attach = open_reattach(settings, "t", "r", "ros-1", 2)
-    out = b"".join(reattach_module.follow(attach, SleepRuntime(), settings, "en"))  # type: ignore[arg-type]
+    out = b"".join(reattach_module.follow(attach, ThreadRuntime(), settings, "en"))
     assert out.startswith(b'id: 3\ndata: {"type":"RUN_ERROR"') and out.endswith(b"\n\n")
     assert not list(record_paths(tmp_path, "t", "r")[2].glob("*"))  # the reader's marker is gone
 
@@ -301,7 +295,7 @@ def test_a_follower_on_any_host_seals_a_record_whose_owners_beacon_is_stale(
     Emitter(NULL_OBSERVER, record).events([ev.run_started("t", "r", None), ev.text_start("m")])
     settings = settings_for(tmp_path, heartbeat_interval_s=0.05)
     attach = open_reattach(settings, "t", "r", "ros-1", 2)
-    out = follow_until_end(reattach_module.follow(attach, SleepRuntime(), settings, "en"))  # type: ignore[arg-type]
+    out = follow_until_end(reattach_module.follow(attach, ThreadRuntime(), settings, "en"))
     assert out.endswith(b"\n\n") and b'id: 3\ndata: {"type":"RUN_ERROR"' in out and b'"code":"CANCELLED"' in out
     reader = RecordReader(record.path)
     reader.poll()
@@ -335,7 +329,7 @@ def test_a_follower_leaves_a_record_alone_while_its_owners_beacon_is_fresh(tmp_p
     before = record.path.read_bytes()
     reader = RecordReader(record.path)
     reader.poll()
-    _seal_if_owner_died(reader, SleepRuntime(), settings_for(tmp_path), "en")  # type: ignore[arg-type]
+    _seal_if_owner_died(reader, ThreadRuntime(), settings_for(tmp_path), "en")
     reader.close()
     assert record.path.read_bytes() == before
 
@@ -359,7 +353,7 @@ def test_a_dead_owners_record_is_sealed_in_the_read_pool_retrying_while_locked(
         off_hub.append(fn.__name__)
         return fn(*args)
 
-    class ReleasingRuntime:
+    class ReleasingRuntime(ThreadRuntime):
         sleeps = 0
 
         def sleep(self, seconds: float) -> None:
@@ -370,7 +364,7 @@ def test_a_dead_owners_record_is_sealed_in_the_read_pool_retrying_while_locked(
     reader = RecordReader(record.path)
     reader.poll()
     runtime = ReleasingRuntime()
-    reattach_module._seal_if_owner_died(reader, runtime, settings_for(tmp_path), "en")  # type: ignore[arg-type]
+    reattach_module._seal_if_owner_died(reader, runtime, settings_for(tmp_path), "en")
     reader.close()
     assert off_hub == ["seal_orphan", "seal_orphan"] and runtime.sleeps == 1
     assert b'"type":"RUN_ERROR"' in record.path.read_bytes()

@@ -8,7 +8,6 @@ check the events, the calls made to A2A and the state file after each one.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,13 @@ from agui_bridge.config.settings import Settings
 from agui_bridge.protocol.sse_parser import parse_body
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.stream import RunStream, StreamDeps
+from agui_bridge.store.model import format_rfc3339_ms
 from agui_bridge.store.owner import current_owner, owner_is_alive
 from agui_bridge.store.store import StateWriteFailed, ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
+from agui_bridge.worker.runtime import wall_clock_ms
 from tests.support.agui_checks import assert_valid_agui_stream, event_types
+from tests.support.clock import ClockedRuntime, FakeClock
 from tests.support.eventually import eventually
 from tests.support.fakes import ScriptedA2A, ScriptedStream
 from tests.support.harness import run_body
@@ -60,16 +62,19 @@ class Harness:
         self.settings = Settings(state_dir=tmp_path / "state", allowed_cwds=(tmp_path,), **settings)
         self.store = ThreadStore(self.settings.state_dir)
         self.runtime = SettlingRuntime()
+        #: The runs' time: interrupts expire when the test moves it, not when it sleeps.
+        self.clock = FakeClock(now_ms=wall_clock_ms())
         self.context_id = ""
 
     def stream(self, body: dict[str, Any], client: ScriptedA2A) -> RunStream:
         run = parse_run_input(body)
         ticket = admit_run(
             self.store, run, cwd=str(self.tmp_path), digest=body["runId"], owner=current_owner(),
-            now_ms=int(time.time() * 1000), lease_ttl_ms=20_000, is_alive=owner_is_alive,
+            now_ms=self.clock.now_ms(), lease_ttl_ms=20_000, is_alive=owner_is_alive,
         )  # fmt: skip
         self.context_id = ticket.context_id
-        deps = StreamDeps(self.settings, self.store, client, self.runtime)  # type: ignore[arg-type]
+        runtime = ClockedRuntime(self.runtime, self.clock)
+        deps = StreamDeps(self.settings, self.store, client, runtime)
         return RunStream(deps, ticket, run, "en")
 
     def interrupt(self, *inputs: dict[str, Any], text: str = "I will write it.") -> list[dict[str, Any]]:
@@ -369,10 +374,10 @@ def test_sideband_answers_use_unary_send_then_the_task_snapshot_decides(tmp_path
 
 
 def test_expired_interrupt_ends_execution_expired_and_frees_the_thread(tmp_path: Path) -> None:
-    h = Harness(tmp_path, interrupt_ttl_s=0.05)
+    h = Harness(tmp_path, interrupt_ttl_s=60.0)
     interrupts = h.interrupt(PERMISSION)
-    assert interrupts[0]["expiresAt"].endswith("Z")
-    time.sleep(0.1)
+    assert interrupts[0]["expiresAt"] == format_rfc3339_ms(h.clock.now_ms() + 60_000)
+    h.clock.advance(60.0)  # the interrupt's time to live has passed
     client = ScriptedA2A()
     events = h.resume([allow()], client, expect_terminal="RUN_ERROR")
     assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == "EXECUTION_EXPIRED"
@@ -433,9 +438,9 @@ def test_disconnect_while_the_answer_is_in_flight_keeps_the_interrupt(tmp_path: 
 
 
 def test_cancelling_an_expired_interrupt_ends_cancelled_after_the_same_clean_up(tmp_path: Path) -> None:
-    h = Harness(tmp_path, interrupt_ttl_s=0.05)
+    h = Harness(tmp_path, interrupt_ttl_s=60.0)
     h.interrupt(PERMISSION)
-    time.sleep(0.1)
+    h.clock.advance(60.0)
     client = ScriptedA2A()
     events = h.resume([{"interruptId": "perm-1", "status": "cancelled"}], client, expect_terminal="cancelled")
     assert event_types(events) == ["RUN_STARTED", "RUN_FINISHED"]

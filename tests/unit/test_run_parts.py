@@ -29,7 +29,9 @@ from agui_bridge.store.store import ThreadStore
 from agui_bridge.validation.run_input import parse_run_input
 from agui_bridge.worker.runtime import Runtime, ThreadRuntime
 from tests.support.agui_checks import numbered_frames
+from tests.support.clock import ClockedRuntime, FakeClock
 from tests.support.eventually import eventually
+from tests.support.fakes import ScriptedA2A
 from tests.support.harness import run_body
 from tests.support.runtimes import SettlingRuntime
 
@@ -61,7 +63,7 @@ class ListUpstream:
 
 
 def started_pump(upstream: ListUpstream, maxsize: int = 16) -> Pump:
-    pump = Pump(ThreadRuntime(), upstream, maxsize=maxsize, put_timeout_s=5.0)  # type: ignore[arg-type]
+    pump = Pump(ThreadRuntime(), upstream, maxsize=maxsize, put_timeout_s=5.0)
     pump.start(name="pump:test")
     return pump
 
@@ -146,7 +148,7 @@ def test_a_pump_that_died_without_reporting_is_pump_died() -> None:
         def spawn(self, fn: Any, *args: Any, name: str, on_stop: Any = None) -> Any:
             return DeadTask()
 
-    pump = Pump(DeadRuntime(), ListUpstream([["a"]]), maxsize=4, put_timeout_s=1.0)  # type: ignore[arg-type]
+    pump = Pump(DeadRuntime(), ListUpstream([["a"]]), maxsize=4, put_timeout_s=1.0)
     pump.start(name="pump:dead")
     with pytest.raises(PumpDied) as info:
         pump.get(0.01)
@@ -190,21 +192,27 @@ def test_heartbeat_is_sent_only_when_due_and_writes_restart_the_timer() -> None:
         beats.append(1)
         return HEARTBEAT_FRAME
 
-    pacer = Pacer(ThreadRuntime(), 0.05, heartbeat)
-    assert list(pacer.tick()) == []  # not due yet
-    time.sleep(0.06)
+    clock = FakeClock()
+    pacer = Pacer(ClockedRuntime(ThreadRuntime(), clock), 5.0, heartbeat)
+    assert list(pacer.tick()) == [] and pacer.wait_s() == 5.0  # not due yet
+    clock.advance(4.9)
+    assert list(pacer.tick()) == []
+    clock.advance(0.1)
     assert list(pacer.tick()) == [HEARTBEAT_FRAME]
-    assert list(pacer.tick()) == []  # the timer restarted
-    time.sleep(0.06)
+    assert list(pacer.tick()) == [] and pacer.wait_s() == 5.0  # the timer restarted
+    clock.advance(5.0)
     pacer.shown()  # something was written: no heartbeat needed
-    assert list(pacer.tick()) == [] and len(beats) == 1
+    assert list(pacer.tick()) == [] and pacer.wait_s() == 5.0 and len(beats) == 1
+    clock.advance(5.0)
+    assert list(pacer.tick()) == [HEARTBEAT_FRAME] and len(beats) == 2
 
 
 def test_call_runs_off_the_generator_heartbeating_and_returns_or_raises() -> None:
-    pacer = Pacer(ThreadRuntime(), 0.02, lambda: HEARTBEAT_FRAME)
+    pacer = Pacer(ClockedRuntime(ThreadRuntime(), FakeClock()), 0.02, lambda: HEARTBEAT_FRAME)
+    released = threading.Event()
 
     def slow(value: str) -> str:
-        time.sleep(0.1)
+        assert released.wait(10.0)
         return value
 
     frames: list[bytes] = []
@@ -212,9 +220,11 @@ def test_call_runs_off_the_generator_heartbeating_and_returns_or_raises() -> Non
     try:
         while True:
             frames.append(next(call))
+            if len(frames) == 2:  # the call is still running: the stream heartbeats meanwhile
+                released.set()
     except StopIteration as stop:
         assert stop.value == "done"
-    assert frames and set(frames) == {HEARTBEAT_FRAME}
+    assert len(frames) >= 2 and set(frames) == {HEARTBEAT_FRAME}  # one more if the call's thread was slow to end
 
     def fails() -> None:
         raise ExecutionLost("session_unavailable")
@@ -266,17 +276,9 @@ def test_emitter_numbers_every_event_and_offers_each_frame_to_its_sink() -> None
 # ---- RunEnd ------------------------------------------------------------------------------------
 
 
-class Client:
-    def __init__(self) -> None:
-        self.cancelled: list[str] = []
-
-    def cancel_task(self, task_id: str) -> None:
-        self.cancelled.append(task_id)
-
-
 def ending(
     tmp_path: Path, *, task_id: str | None = "task-1", pending: bool = False, runtime: Runtime | None = None
-) -> tuple[RunEnd, Client, ThreadStore, RunTicket]:
+) -> tuple[RunEnd, ScriptedA2A, ThreadStore, RunTicket]:
     store = ThreadStore(tmp_path / "state")
     run = parse_run_input(run_body("thread-1", "hi", tmp_path))
     ticket = admit_run(
@@ -293,9 +295,9 @@ def ending(
             assert txn.state is not None
             txn.state.execution.pending["p1"] = entry
             txn.commit(txn.state)
-    client = Client()
+    client = ScriptedA2A()
     projector = RunProjector(ticket.thread_id, ticket.run_id, set())
-    end = RunEnd(ticket, ledger, projector, client=client, runtime=runtime or ThreadRuntime(), observer=NullObserver(),  # type: ignore[arg-type]
+    end = RunEnd(ticket, ledger, projector, client=client, runtime=runtime or ThreadRuntime(), observer=NullObserver(),
                  language="en")  # fmt: skip
     return end, client, store, ticket
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,16 +22,20 @@ def _state(thread_id: str = "t1") -> ThreadState:
 
 
 @pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Paths the store read from disk (parse and schema check)."""
+def reads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """Thread files opened for reading under this test's directory, by name: each is a read from disk
+    (counted where the operating system is asked, whatever path inside the store asks)."""
     seen: list[str] = []
-    real = ThreadStore._read
+    real_open = os.open
+    mine = str(tmp_path)
 
-    def counting(self: ThreadStore, path: Path, thread_id: str) -> ThreadState | None:
-        seen.append(path.name)
-        return real(self, path, thread_id)
+    def counting_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        name = os.fsdecode(path)
+        if name.startswith(mine) and name.endswith(".json") and flags & os.O_ACCMODE == os.O_RDONLY:
+            seen.append(Path(name).name)
+        return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(ThreadStore, "_read", counting)
+    monkeypatch.setattr(os, "open", counting_open)
     return seen
 
 

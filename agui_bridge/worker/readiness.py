@@ -3,7 +3,7 @@
 gunicorn's arbiter sends READY=1 as soon as it listens, before any worker has imported the app, so a
 `Type=notify` unit was "started" while requests still waited for a worker. Here the master takes
 `NOTIFY_SOCKET` out of its environment before gunicorn sends (gunicorn's notice then does nothing, and no
-worker or child process inherits the address) and a thread of the master waits on a pipe; the first worker
+worker inherits the address) and a thread of the master waits on a pipe; the first worker
 that has built its app writes one byte to it, and the master sends READY=1 itself, so the unit keeps
 `NotifyAccess=main`.
 

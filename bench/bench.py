@@ -13,6 +13,7 @@ Sections (each measured against a baseline started in the same invocation):
               burst, RSS per stream, heartbeat lateness, /health latency, worker CPU while holding,
               upstream connections; baselines: direct upstream hold (client floor) and the reference.
 * state       admission, commit points and 4-process contention on one thread file.
+* boot        a new worker's fork -> first /health, `agui-bridge serve` start -> first /health (bench/boot.py).
 
 Every metric is computed per repetition, then reported as median and p99 over the repetitions.
 Writes bench/results/<date>.json and <date>.md (`<date>-quick.*` with --quick).
@@ -37,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import boot
 import harness as h
 import loadgen as lg
 import scaling
@@ -90,7 +92,7 @@ QUICK = {
     "scale_deltas": 10_000,
     "scale_reps": 1,
 }
-SECTIONS = ("throughput", "profile", "latency", "phases", "idle", "state", "scaling")
+SECTIONS = ("throughput", "profile", "latency", "phases", "idle", "state", "scaling", "boot")
 #: The baseline of the phase breakdown: a commit whose durable commits still ran on the event loop, so the
 #: "before" column shows what moving them off the hub is worth.
 PHASES_BEFORE_REF = "ce69201"
@@ -896,6 +898,8 @@ class Bench:
                         self.section_phases(replay)
                     elif section == "scaling":
                         self.res["scaling"] = scaling.section_scaling(self, replay)
+                    elif section == "boot":
+                        self.res["boot"] = boot.section_boot(self, replay)
                     elif section == "profile" and "throughput" not in self.sections:
                         bridge = self.bridge("bridge-profile", replay.url)
                         self.warm(bridge.port)
@@ -1055,6 +1059,8 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     add("one long turn: CPU per event vs reference", "<= 0.15x", x, None if x is None else x <= 0.15, "x")
     x, met, note = scaling.target(res)
     add("two workers on two cores: aggregate events/s vs one worker", f">= {scaling.GOAL}x", x, met, "x", note)
+    for name, goal, measured, met, unit, note in boot.targets(res):
+        add(name, goal, measured, met, unit, note)
     c4 = _get(res, "state", "contention_4p")
     if c4:
         x = ratio(c4.get("p99_us"), c4.get("p50_us"))
@@ -1341,6 +1347,8 @@ def markdown(res: dict[str, Any]) -> str:
                 ]
     if isinstance(res.get("scaling"), dict):
         lines += scaling.markdown(res["scaling"])
+    if isinstance(res.get("boot"), dict):
+        lines += boot.markdown(res["boot"])
     tg = res.get("targets")
     if tg:
         lines += ["", "## Targets", "", "| target | goal | measured | met |", "|---|---|---|---|"]

@@ -1,7 +1,9 @@
 """Interrupt answers checked against the interrupt's `responseSchema` (pure; docs/design.md#answer-validation).
 
-JSON Schema Draft 2020-12 with formats checked and a registry that holds the meta-schemas only, so a
-`$ref` can never make the bridge fetch anything (the default registry would; docs/design.md#answer-validation).
+JSON Schema Draft 2020-12 with the formats of `validation/formats.py` checked (those only: jsonschema's own
+checkers depend on optional packages that are slow to import) and a registry that holds the meta-schemas only,
+so a `$ref` can never make the bridge fetch anything (the default registry would;
+docs/design.md#answer-validation).
 Validators are cached by the canonical text of their schema; there are few distinct schemas.
 """
 
@@ -12,13 +14,26 @@ from functools import lru_cache
 from typing import Any
 
 import jsonschema_specifications
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
+from agui_bridge.validation.formats import FORMAT_CHECKS
+
 #: The formats a payload schema may rely on; a unit test asserts each has a checker installed.
 REQUIRED_FORMATS = ("date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6", "hostname")
+
+
+def _format_checker() -> FormatChecker:
+    """A checker that knows our formats only (`FormatChecker(())` starts empty, not with every format)."""
+    checker = FormatChecker(())
+    for name, check in FORMAT_CHECKS.items():
+        checker.checks(name)(check)
+    return checker
+
+
+FORMAT_CHECKER = _format_checker()
 
 
 @lru_cache(maxsize=256)
@@ -28,7 +43,7 @@ def _validator(schema_text: str) -> Validator:
     return Draft202012Validator(
         schema,
         registry=jsonschema_specifications.REGISTRY,
-        format_checker=Draft202012Validator.FORMAT_CHECKER,
+        format_checker=FORMAT_CHECKER,
     )
 
 

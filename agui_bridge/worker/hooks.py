@@ -12,6 +12,8 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agui_bridge.worker.readiness import WorkerReadyNotice
+
 if TYPE_CHECKING:
     from agui_bridge.config.settings import Settings
     from agui_bridge.worker.host import WorkerHost
@@ -77,8 +79,11 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
     from agui_bridge.config.settings import unauthenticated_warning
 
     warning = unauthenticated_warning(settings)
+    # READY=1 once a worker answers, not when the master listens (docs/operations.md#readiness).
+    ready_notice = WorkerReadyNotice()
 
     def on_starting(server: Any) -> None:
+        ready_notice.arm()
         if warning:
             server.log.warning("agui-bridge: %s", warning)
         short = raise_open_files_limit(open_files_needed(settings.worker_connections))
@@ -104,6 +109,7 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
             start_hub_watchdog(
                 settings.hub_watchdog_ms, count_and_log_report if settings.metrics_enabled else log_report
             )
+        ready_notice.worker_ready()  # last: the accept loop starts next
 
     return {
         "bind": [f"{settings.host}:{settings.port}"],

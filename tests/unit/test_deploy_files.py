@@ -305,13 +305,18 @@ def test_unit_waits_longer_than_the_gunicorn_drain(
     assert service_value(unit, "Restart") == "on-failure"
 
 
-def test_unit_uses_sd_notify_which_gunicorn_sends(unit: dict[str, list[tuple[str, str]]]) -> None:
-    import gunicorn.arbiter
+def test_unit_uses_sd_notify_which_the_master_sends_once_a_worker_answers(
+    unit: dict[str, list[tuple[str, str]]],
+) -> None:
+    import gunicorn.systemd
 
     assert service_value(unit, "Type") == "notify"
     assert service_value(unit, "NotifyAccess") == "main"
-    source = inspect.getsource(gunicorn.arbiter)
-    assert re.search(r"sd_notify\(\s*\"READY=1", source), "gunicorn no longer sends READY=1: use Type=simple"
+    # agui_bridge/worker/readiness.py silences gunicorn's early READY=1 by taking NOTIFY_SOCKET out of the
+    # environment before gunicorn sends: that works only while gunicorn reads it at the time it sends.
+    source = inspect.getsource(gunicorn.systemd.sd_notify)
+    reads_at_send = re.search(r"os\.environ\.get\(\s*['\"]NOTIFY_SOCKET['\"]", source)
+    assert reads_at_send, "gunicorn reads NOTIFY_SOCKET elsewhere now"
 
 
 def test_unit_state_directory_and_environment(unit: dict[str, list[tuple[str, str]]]) -> None:

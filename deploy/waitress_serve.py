@@ -5,8 +5,8 @@ This launcher drains first, as gunicorn's hooks do: new runs get 503, active str
 `graceful_timeout - 10 s` to end, the rest end with RUN_ERROR CANCELLED and their A2A tasks are cancelled;
 then waitress stops. It also starts the hourly retention sweep (and --idle-shutdown) that gunicorn's hook
 starts. Settings come from the IAC_CODE_AGUI_* environment (HOST, PORT, GRACEFUL_TIMEOUT, ...), parsed and
-validated by `agui_bridge.config.load_settings` as for every entry point (an invalid value is one line and
-status 2); the stream cap defaults to `threads - 2`.
+validated by `agui_bridge.config.load_settings` as for every entry point (an invalid value or a missing A2A
+URL is one line and status 2); the stream cap defaults to `threads - 2`.
 """
 
 import argparse
@@ -20,6 +20,7 @@ from waitress import create_server
 
 from agui_bridge import create_app
 from agui_bridge.config import ConfigError, load_settings
+from agui_bridge.config.settings import require_a2a_upstream
 from agui_bridge.worker.hooks import worker_host
 from agui_bridge.worker.process import configure_process
 
@@ -33,6 +34,7 @@ def main() -> None:
     os.environ.setdefault("IAC_CODE_AGUI_MAX_THREAD_STREAMS", str(max(1, threads - 2)))
     try:
         settings = load_settings(os.environ)
+        require_a2a_upstream(settings)  # no managed child here: no URL, no start
     except ConfigError as exc:
         sys.stderr.write(f"agui-bridge: {exc}\n")
         sys.exit(2)

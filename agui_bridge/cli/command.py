@@ -134,7 +134,7 @@ def demo_agent(args: argparse.Namespace) -> int:
 
 def config_show(args: argparse.Namespace) -> int:
     """The effective configuration, where each value came from; secrets are masked."""
-    rows = describe(resolve(args, os.environ))
+    rows = describe(resolve(args, os.environ), os.environ)
     if args.json:
         import json
 

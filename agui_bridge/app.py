@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from flask import Flask, Response, g, request
 
-from agui_bridge.config.settings import Settings, load_settings
+from agui_bridge.config.settings import Settings, load_settings, require_a2a_upstream
 from agui_bridge.kernel.client import A2AClient
 from agui_bridge.observability import tracing
 from agui_bridge.observability.logs import reset_log_context
@@ -27,7 +27,6 @@ from agui_bridge.worker.runtime import select_runtime
 if TYPE_CHECKING:
     from agui_bridge.observability.metrics import PrometheusObserver
 
-DEFAULT_A2A_URL = "http://127.0.0.1:41242/"
 #: An incoming X-Request-Id is kept only if it cannot smuggle anything into a log line.
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -74,11 +73,14 @@ def create_app(settings: Settings | None = None) -> Flask:
     """Build one app per worker process (after fork): no I/O happens here beyond object creation.
 
     Without `settings` the IAC_CODE_AGUI_* environment goes through the same validation as
-    `agui-bridge serve`; an invalid value raises ConfigError. Nothing process-wide is set up here (logging,
-    tracing, the switch interval): a process that serves calls `worker.process.configure_process` first,
-    and only then does the app trace its requests (docs/design.md#process-setup).
+    `agui-bridge serve`; an invalid value, or no A2A URL (there is no default), raises ConfigError. Nothing
+    process-wide is set up here (logging, tracing, the switch interval): a process that serves calls
+    `worker.process.configure_process` first, and only then does the app trace its requests
+    (docs/design.md#process-setup).
     """
     settings = settings or load_settings(os.environ)
+    require_a2a_upstream(settings)  # no default URL: the app is built for a kernel someone named
+    assert settings.a2a_url is not None
     app = Flask("agui_bridge")
     # A path with "//" (an id holding "/" sent percent-encoded) is 404, not a redirect to a merged path.
     app.url_map.merge_slashes = False
@@ -86,7 +88,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     observer = _observer(settings)
     store = ThreadStore(settings.state_dir, lock_timeout_s=settings.lock_timeout_s, observer=observer)
     client = A2AClient(
-        settings.a2a_url or DEFAULT_A2A_URL,
+        settings.a2a_url,
         settings.a2a_token,
         connect_timeout_s=settings.upstream_connect_timeout_s,
         read_timeout_s=settings.upstream_read_timeout_s,

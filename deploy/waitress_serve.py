@@ -5,8 +5,11 @@ This launcher drains first, as gunicorn's hooks do: new runs get 503, active str
 `graceful_timeout - 10 s` to end, the rest end with RUN_ERROR CANCELLED and their A2A tasks are cancelled;
 then waitress stops. It also starts the hourly retention sweep (and --idle-shutdown) that gunicorn's hook
 starts. Settings come from the IAC_CODE_AGUI_* environment (HOST, PORT, GRACEFUL_TIMEOUT, ...), parsed and
-validated by `agui_bridge.config.load_settings` as for every entry point (an invalid value is one line and
-status 2); the stream cap defaults to `threads - 2`.
+validated by `agui_bridge.config.load_settings` as for every entry point (an invalid value or a missing A2A
+URL is one line and status 2); the stream cap defaults to `threads - 2`.
+
+The stop goes through waitress's own loop, not a signal to itself: a SIGINT inherited as ignored (a
+background start from a script) cannot keep the process up (docs/design.md#shutdown-drain).
 """
 
 import argparse
@@ -15,15 +18,38 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
-from waitress import create_server
+from waitress import create_server, wasyncore
 
 from agui_bridge import create_app
 from agui_bridge.config import ConfigError, load_settings
+from agui_bridge.config.settings import require_a2a_upstream
 from agui_bridge.worker.hooks import worker_host
 from agui_bridge.worker.process import configure_process
 
 DRAIN_MARGIN_S = 10  # as agui_bridge.worker.hooks
+#: What is left of the margin for waitress's task threads to end once the drain is over.
+THREADS_STOP_S = 5.0
+
+
+def serve_until(server: Any, socket_map: dict[int, Any], stopping: threading.Event) -> None:
+    """waitress's `server.run()` loop over the socket map given to `create_server`, one poll at a time,
+    ending once `stopping` is set; then, as waitress does on KeyboardInterrupt, its task threads end and
+    every socket of the map closes.
+
+    `server.pull_trigger()` wakes the poll at once; without it the loop notices within
+    `asyncore_loop_timeout` (1 s).
+    """
+    adj = server.adj
+    while not stopping.is_set() and socket_map:
+        wasyncore.loop(timeout=adj.asyncore_loop_timeout, map=socket_map, use_poll=adj.asyncore_use_poll, count=1)
+    close(server, socket_map, THREADS_STOP_S)
+
+
+def close(server: Any, socket_map: dict[int, Any], threads_stop_s: float) -> None:
+    server.task_dispatcher.shutdown(timeout=threads_stop_s)
+    wasyncore.close_all(socket_map)
 
 
 def main() -> None:
@@ -33,29 +59,37 @@ def main() -> None:
     os.environ.setdefault("IAC_CODE_AGUI_MAX_THREAD_STREAMS", str(max(1, threads - 2)))
     try:
         settings = load_settings(os.environ)
+        require_a2a_upstream(settings)
     except ConfigError as exc:
         sys.stderr.write(f"agui-bridge: {exc}\n")
         sys.exit(2)
     configure_process(settings)
     app = create_app(settings)
-    service = app.extensions["agui_bridge"]
     host = worker_host(app)
     assert host is not None  # create_app registers it
     graceful_s = settings.graceful_timeout_s
-    server = create_server(app, host=settings.host, port=settings.port, threads=threads)
+    socket_map: dict[int, Any] = {}
+    server = create_server(app, map=socket_map, host=settings.host, port=settings.port, threads=threads)
+    stopping = threading.Event()
+    stop_begun = threading.Lock()
 
     def drain_then_stop() -> None:
         host.loops.drain(max(0.0, graceful_s - DRAIN_MARGIN_S))
         time.sleep(0.5)  # let waitress write the terminal events out
-        os.kill(os.getpid(), signal.SIGINT)  # waitress's loop ends on KeyboardInterrupt and closes
+        stopping.set()
+        server.pull_trigger()  # wake waitress's loop, which then closes
 
-    def on_term(_sig: int, _frame: object) -> None:
-        if not service.draining:
+    def begin_stop() -> None:
+        """The first SIGTERM (or the idle monitor) starts the one drain; later ones change nothing."""
+        if stop_begun.acquire(blocking=False):
             threading.Thread(target=drain_then_stop, name="drain", daemon=True).start()
 
-    signal.signal(signal.SIGTERM, on_term)
-    host.loops.start_maintenance(lambda: os.kill(os.getpid(), signal.SIGTERM))
-    server.run()
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: begin_stop())
+    host.loops.start_maintenance(begin_stop)
+    try:
+        serve_until(server, socket_map, stopping)
+    except KeyboardInterrupt:  # Ctrl-C in a terminal: waitress's own immediate stop, as `server.run()` does
+        close(server, socket_map, THREADS_STOP_S)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,19 @@ class A2ABadReply(A2ATransportError):
     streaming call answered without a stream, an unknown session-restore answer."""
 
 
+#: The statuses of a kernel that refuses the bridge's credentials (no token, or another one than it expects).
+CREDENTIALS_REFUSED_STATUSES = frozenset({401, 403})
+
+
+class A2ACredentialsRefused(A2ATransportError):
+    """The kernel answered HTTP 401 or 403: it is up, but does not accept the bridge's A2A token (wrong, or
+    none configured); distinct from a kernel that is down (docs/design.md#a2a-errors)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"A2A refused the bridge's credentials (HTTP {status})")
+        self.status = status
+
+
 #: JSON-RPC code of CancelTask on a task that cannot be cancelled any more (docs/design.md#cancellation).
 TASK_NOT_CANCELABLE = -32002
 
@@ -73,6 +86,7 @@ class A2ABackupNotReady(A2AError):
 __all__ = [
     "A2ABackupNotReady",
     "A2ABadReply",
+    "A2ACredentialsRefused",
     "A2AError",
     "A2AJsonRpcError",
     "A2ARpcError",

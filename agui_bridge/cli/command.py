@@ -9,7 +9,6 @@ process is the gunicorn master).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import signal
 import sys
@@ -20,26 +19,11 @@ from typing import Any
 
 from agui_bridge.config import ConfigError
 from agui_bridge.config.options import add_arguments, describe, resolve, worker_environment
-from agui_bridge.config.settings import Settings, build_settings
+from agui_bridge.config.settings import DEMO_EXTRA_HINT as DEMO_EXTRA_HINT
+from agui_bridge.config.settings import Settings, build_settings, require_a2a_upstream
+from agui_bridge.config.settings import require_demo_extra as require_demo_extra
 
 __all__ = ["DEMO_EXTRA_HINT", "ConfigError", "build_parser", "main"]
-
-#: The one line `serve` (with the demo as its managed upstream) and `demo-agent` print without the extra.
-DEMO_EXTRA_HINT = (
-    "the demo agent needs the 'demo' extra: pip install 'agui-bridge[demo]' "
-    "(or pass --a2a-url to use your own A2A server)"
-)
-_DEMO_MODULES = ("a2a", "uvicorn")
-
-
-def require_demo_extra() -> None:
-    """Raise ConfigError (exit 2) unless the demo agent's dependencies are installed.
-
-    `find_spec` looks the packages up without importing them: this process may become the gunicorn
-    master, which must not load a2a-sdk (the demo runs as a child process).
-    """
-    if any(importlib.util.find_spec(name) is None for name in _DEMO_MODULES):
-        raise ConfigError(DEMO_EXTRA_HINT)
 
 
 def run_gunicorn(settings: Settings) -> None:
@@ -76,9 +60,8 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     upstream_lost = threading.Event()
     managed: ManagedUpstream | None = None
+    require_a2a_upstream(settings, starts_managed_child=True)
     if settings.a2a_url is None:
-        if settings.managed_a2a == "demo":
-            require_demo_extra()
         managed = ManagedUpstream(settings.managed_a2a, worker_environment(resolved, os.environ))
         try:
             managed.start()
@@ -151,7 +134,7 @@ def demo_agent(args: argparse.Namespace) -> int:
 
 def config_show(args: argparse.Namespace) -> int:
     """The effective configuration, where each value came from; secrets are masked."""
-    rows = describe(resolve(args, os.environ))
+    rows = describe(resolve(args, os.environ), os.environ)
     if args.json:
         import json
 

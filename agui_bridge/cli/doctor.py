@@ -226,7 +226,8 @@ def _requests_post(url: str, headers: Mapping[str, str], body: bytes) -> tuple[i
 def check_upstream(
     url: str | None, token: str | None, managed: str, get: HttpGet = _requests_get, post: HttpPost = _requests_post
 ) -> tuple[list[Check], float | None]:
-    """`/health` answers, and A2A 1.0 with this token; also the upstream's clock (its `Date` header)."""
+    """`/health` answers, and A2A 1.0 with this token; also the upstream's clock (its `Date` header). Both
+    lines are always there: a failed health check keeps the A2A line, probed when the kernel answered at all."""
     if url is None:
         note = f"managed '{managed}': started by serve itself, not probed"
         return [Check("upstream-health", True, note), Check("upstream-a2a", True, note)], None
@@ -235,14 +236,19 @@ def check_upstream(
         status, headers, _ = get(base + "health", {})
     except Exception as exc:  # noqa: BLE001 - any transport failure is what this check reports
         fix = f"start the kernel or correct --a2a-url ({base})"
-        return [Check("upstream-health", False, f"{base}health unreachable: {type(exc).__name__}", fix)], None
+        unreachable = f"{base}health unreachable: {type(exc).__name__}"
+        return [
+            Check("upstream-health", False, unreachable, fix),
+            Check("upstream-a2a", False, f"not asked: {unreachable}", fix),
+        ], None
     upstream_time = _http_date(headers.get("Date"))
     if status != 200:
         health = Check(
             "upstream-health", False, f"{base}health answered HTTP {status}", "check --a2a-url points at the kernel"
         )
-        return [health], upstream_time
-    return [Check("upstream-health", True, f"{base}health answered 200"), _check_a2a(base, token, post)], upstream_time
+    else:
+        health = Check("upstream-health", True, f"{base}health answered 200")
+    return [health, _check_a2a(base, token, post)], upstream_time
 
 
 def _check_a2a(base: str, token: str | None, post: HttpPost) -> Check:

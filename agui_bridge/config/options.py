@@ -285,8 +285,8 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Resolved:
                 continue
             try:
                 values[option.name] = option.convert(raw)
-            except ConfigError:
-                raise
+            except ConfigError as exc:  # a converter's own message (the A2A URL's rules): say where it came from
+                raise ConfigError(named_by_variable(str(exc), source)) from None
             except (TypeError, ValueError):
                 raise ConfigError(error_message(option, source)) from None
             sources[option.name] = source
@@ -302,6 +302,14 @@ def error_message(option: Option, source: str) -> str:
     if source.startswith("env ") and subject in (option.flag_name, option.name):
         return f"{source.removeprefix('env ')} {rest}"
     return option.error
+
+
+def named_by_variable(message: str, source: str) -> str:
+    """A converter's message about a value from the environment, prefixed with the variable unless it names it."""
+    variable = source.removeprefix("env ")
+    if not source.startswith("env ") or variable in message:
+        return message
+    return f"{variable}: {message}"
 
 
 def worker_environment(resolved: Resolved, environ: Mapping[str, str]) -> dict[str, str]:
@@ -353,15 +361,20 @@ def default_field_value(option: Option) -> Any:
     return field_value(option, DEFAULT_VALUES, {})
 
 
-def describe(resolved: Resolved) -> list[dict[str, str]]:
-    """Rows for `config show`: name, value (secrets masked), source, env variable."""
+#: How `config show` names where a derived default comes from (the value shown is the one in use).
+DERIVED_FROM = {"worker_connections": "from max_active_runs", "state_dir": "from IAC_CODE_CONFIG_DIR or ~/.iac-code"}
+
+
+def describe(resolved: Resolved, environ: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    """Rows for `config show`: name, value (secrets masked), source, env variable. An option whose default is
+    derived shows the value in use (`state_dir`: the directory `serve` and doctor use), as `environ` gives it."""
     rows = []
     for option in OPTIONS:
         value = resolved[option.name]
         if option.secret:
             shown = MASK if value else "(not set)"
-        elif value is None and option.name == "worker_connections":
-            shown = f"{worker_connections_for(resolved['max_active_runs'])} (from max_active_runs)"
+        elif value is None and option.derive is not None:
+            shown = f"{option.derive(resolved.values, environ or {})} ({DERIVED_FROM[option.name]})"
         elif value is None:
             shown = "(not set)"
         else:

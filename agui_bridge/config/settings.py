@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -120,6 +121,43 @@ def check_settings(settings: Settings) -> None:
             f"refusing to listen on {settings.host} without a token: set IAC_CODE_AGUI_AUTH_TOKEN, or pass "
             "--allow-unauthenticated (IAC_CODE_AGUI_ALLOW_UNAUTHENTICATED=true) to accept the risk."
         )
+
+
+#: The one line `serve` (with the demo as its managed upstream) and `demo-agent` print without the extra.
+DEMO_EXTRA_HINT = (
+    "the demo agent needs the 'demo' extra: pip install 'agui-bridge[demo]' "
+    "(or pass --a2a-url to use your own A2A server)"
+)
+_DEMO_MODULES = ("a2a", "uvicorn")
+#: The one line of an entry point that starts no managed child (wsgi.py, the gunicorn configs, waitress)
+#: when no A2A URL is set: there is no default URL to fall back on.
+NO_A2A_URL = (
+    "no A2A upstream: set IAC_CODE_AGUI_A2A_URL to your A2A server's loopback URL "
+    "(only `agui-bridge serve` starts one itself without it)"
+)
+
+
+def require_demo_extra() -> None:
+    """Raise ConfigError unless the demo agent's dependencies are installed.
+
+    `find_spec` looks the packages up without importing them: this process may become the gunicorn
+    master, which must not load a2a-sdk (the demo runs as a child process).
+    """
+    if any(importlib.util.find_spec(name) is None for name in _DEMO_MODULES):
+        raise ConfigError(DEMO_EXTRA_HINT)
+
+
+def require_a2a_upstream(settings: Settings, *, starts_managed_child: bool = False) -> None:
+    """Every entry point's one check that it has an A2A upstream before it serves; ConfigError (one line,
+    exit 2) otherwise. With a URL there is nothing to check. Without one, only an entry point that starts a
+    managed child (`serve`) has an upstream, and for the demo agent its packages must be installed
+    (docs/design.md#managed-upstream)."""
+    if settings.a2a_url is not None:
+        return
+    if not starts_managed_child:
+        raise ConfigError(NO_A2A_URL)
+    if settings.managed_a2a == "demo":
+        require_demo_extra()
 
 
 def unauthenticated_warning(settings: Settings) -> str | None:

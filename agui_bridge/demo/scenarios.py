@@ -39,8 +39,8 @@ slow       ``slow`` (``[SLOW <seconds>]`` sets     6 text deltas spread over 24 
 two_tools  ``two tools``                           text, two ``write_file`` calls (a.yaml, b.yaml),
                                                    usage, INPUT_REQUIRED waiting for both: first
                                                    in ``input``, second in ``pendingPermissions``
-permission ``permission``, ``write file``          text, ``write_file`` started/input_delta x2/
-                                                   input_complete, usage, INPUT_REQUIRED with a
+permission ``permission``, ``write file``,         text, ``write_file`` started/input_delta x2/
+           ``write a file``                        input_complete, usage, INPUT_REQUIRED with a
                                                    permission ``input`` (Write /workspace/x.yaml)
 question   ``question``, ``ask me``                ``ask_user_question`` tool, INPUT_REQUIRED with an
                                                    ``ask_user_question`` input; the text answer is
@@ -989,7 +989,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("fail", ("fail",), _fail, "WORKING then TASK_STATE_FAILED with metadata.iac_code.error"),
     Scenario("slow", ("slow",), _slow, "6 deltas over 24 s, or [SLOW <seconds>]; cancellable"),
     Scenario("two_tools", ("two tools",), _two_tools, "two write_file calls, both waiting for a permission"),
-    Scenario("permission", ("permission", "write file"), _permission, "write_file waiting for a permission"),
+    Scenario(
+        "permission", ("permission", "write file", "write a file"), _permission, "write_file waiting for a permission"
+    ),
     Scenario("question", ("question", "ask me"), _question, "an ask_user_question input, answered as text"),
     Scenario("candidates", ("candidates", "choose"), _candidates, "a candidate_selection input, answered as text"),
     Scenario("reasoning", ("[think]", "think"), _reasoning, "raw_thinking deltas, then text"),

@@ -77,6 +77,7 @@ class MessageKey(StrEnum):
     SESSION_BACKUP_NOT_READY = "session_backup_not_ready"
     A2A_UNAVAILABLE = "a2a_unavailable"
     A2A_REJECTED_ANSWER = "a2a_rejected_answer"
+    A2A_CREDENTIALS_REFUSED = "a2a_credentials_refused"
     A2A_ANSWER_NOT_ACCEPTED = "a2a_answer_not_accepted"
     A2A_PERMISSION_NOT_ACCEPTED = "a2a_permission_not_accepted"
     CONTEXT_CHANGED = "context_changed"

@@ -29,8 +29,10 @@ from urllib3.util import parse_url, wait_for_read
 
 from agui_bridge.a2a.errors import (
     BACKUP_NOT_READY,
+    CREDENTIALS_REFUSED_STATUSES,
     A2ABackupNotReady,
     A2ABadReply,
+    A2ACredentialsRefused,
     A2ARpcError,
     A2ASessionNotFound,
     A2ATransportError,
@@ -53,6 +55,19 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_REPLY_BYTES = 1024 * 1024
 #: What reading and decoding such an answer may raise (a JSON error is a ValueError).
 REPLY_ERRORS: tuple[type[Exception], ...] = (ValueError, *EXCHANGE_ERRORS)
+
+
+def http_failure(status: int) -> A2ATransportError:
+    """The error of a kernel answer with HTTP status >= 400. A refused token is told apart from a kernel
+    that is down, and logged for the operator (the token itself never is)."""
+    if status in CREDENTIALS_REFUSED_STATUSES:
+        log.error(
+            "the A2A server refused the bridge's credentials (HTTP %d): check IAC_CODE_AGUI_A2A_TOKEN against "
+            "the token the A2A server expects",
+            status,
+        )
+        return A2ACredentialsRefused(status)
+    return A2ATransportError(f"A2A answered HTTP {status}")
 
 
 def _rpc_span(_client: object, method: str, *_args: object, **_kwargs: object) -> str:
@@ -179,7 +194,7 @@ class A2AClient:
         stream = A2AStream(response, sock, self._checkin)
         if response.status >= 400:
             stream.close()
-            raise A2ATransportError(f"A2A answered HTTP {response.status}")
+            raise http_failure(response.status)
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding != "identity":  # asked for identity; a compressed stream would need an unbounded inflater
             stream.close()
@@ -203,7 +218,7 @@ class A2AClient:
         """
         raw = self._post(self._envelope(method, params), self._stream_timeouts if long else self._call_timeouts)
         if raw.status >= 400:
-            raise A2ATransportError(f"A2A answered HTTP {raw.status}")
+            raise http_failure(raw.status)
         try:
             payload = decode_data(raw.data)
         except ValueError as exc:
@@ -253,7 +268,7 @@ class A2AClient:
         if response.status_code == 404:
             return None
         if response.status_code != 200:
-            raise A2ATransportError(f"A2A answered HTTP {response.status_code}")
+            raise http_failure(response.status_code)
         try:
             body: object = response.json()
         except ValueError as exc:
@@ -272,11 +287,14 @@ class A2AClient:
 def check_restore_reply(status: int, body: object) -> None:
     """An `ensure-restored` reply (docs/design.md#session-restore): return if the session is loaded.
 
-    404 is `A2ASessionNotFound`; 409 `SESSION_BACKUP_NOT_READY` is `A2ABackupNotReady` with the kernel's
-    message; any other status, or a 200 with another `status`, is `A2ABadReply`.
+    404 is `A2ASessionNotFound`; 401 and 403 are `A2ACredentialsRefused`; 409 `SESSION_BACKUP_NOT_READY` is
+    `A2ABackupNotReady` with the kernel's message; any other status, or a 200 with another `status`, is
+    `A2ABadReply`.
     """
     if status == 200 and isinstance(body, dict) and body.get("status") in ("current", "restored"):
         return
+    if status in CREDENTIALS_REFUSED_STATUSES:
+        raise http_failure(status)
     if status == 404:
         raise A2ASessionNotFound("the iac-code session is unknown to the kernel")
     error = body.get("error") if isinstance(body, dict) else None

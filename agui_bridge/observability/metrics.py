@@ -23,6 +23,8 @@ from prometheus_client import (
     multiprocess,
 )
 
+from agui_bridge.observability.labels import UPSTREAM_ERROR_KINDS, InterruptsClosed
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 RUNS = Counter("agui_runs_total", "Runs by how they ended.", ["outcome"])
@@ -79,6 +81,15 @@ HUB_BLOCKED = Counter(
 )
 
 
+def export_known_labels() -> None:
+    """Create the child of every known label value, so `/metrics` shows each labelled counter at 0 from the
+    start (a dashboard then shows 0 rather than "No data") and `rate()` sees the first increment."""
+    for kind in UPSTREAM_ERROR_KINDS:
+        UPSTREAM_ERRORS.labels(kind)
+    for how in InterruptsClosed:
+        INTERRUPTS_CLOSED.labels(how)
+
+
 class PrometheusObserver:
     """Implements runs.observer.RunObserver and StoreObserver.
 
@@ -87,6 +98,7 @@ class PrometheusObserver:
 
     def __init__(self) -> None:
         self._events: dict[str, Any] = {}
+        export_known_labels()
 
     def run_started(self) -> None:
         ACTIVE_RUNS.inc()
@@ -114,7 +126,7 @@ class PrometheusObserver:
         INTERRUPTS_ANNOUNCED.inc(count)
         INTERRUPTS_PENDING.inc(count)
 
-    def interrupts_closed(self, count: int, how: str) -> None:
+    def interrupts_closed(self, count: int, how: InterruptsClosed) -> None:
         INTERRUPTS_CLOSED.labels(how).inc(count)
         INTERRUPTS_PENDING.dec(count)
 

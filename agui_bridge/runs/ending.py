@@ -20,11 +20,11 @@ from agui_bridge.errors import (
     A2AExecutionFailed,
     BridgeError,
     Cancelled,
-    ErrorCode,
     ExecutionExpired,
     StatePersistenceFailed,
 )
 from agui_bridge.i18n.language import translate
+from agui_bridge.observability.labels import UPSTREAM_ERROR_KINDS, InterruptsClosed
 from agui_bridge.projection.projector import RunProjector
 from agui_bridge.protocol import events as ev
 from agui_bridge.protocol.events import Event
@@ -35,12 +35,6 @@ from agui_bridge.store.store import StateError
 from agui_bridge.worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
-
-#: Terminal error codes that mean the upstream kernel failed (counted by kind in metrics).
-UPSTREAM_CODES = frozenset(
-    {ErrorCode.A2A_UNAVAILABLE, ErrorCode.A2A_PROTOCOL_ERROR, ErrorCode.A2A_EXECUTION_FAILED,
-     ErrorCode.SESSION_BACKUP_NOT_READY}
-)  # fmt: skip
 
 
 class Lease(Enum):
@@ -115,7 +109,14 @@ class RunEnd:
 
     # ---- the transition ------------------------------------------------------------------------
 
-    def end(self, outcome: Outcome | None, lease: Lease, task: Task = Task.KEEP, *, how: str = "dropped") -> None:
+    def end(
+        self,
+        outcome: Outcome | None,
+        lease: Lease,
+        task: Task = Task.KEEP,
+        *,
+        how: InterruptsClosed = InterruptsClosed.DROPPED,
+    ) -> None:
         """Settle the outcome (first decision wins), then, once per run, the task and the lease."""
         if outcome is not None and self._outcome is None:
             self._outcome = outcome
@@ -189,14 +190,14 @@ class RunEnd:
         `cancelled`, the one terminal event after which that client stops waiting for an answer.
         """
         outcome = Outcome.CANCELLED if dismissed else Outcome.EXPIRED
-        self.end(outcome, Lease.DROP, Task.CANCEL_NOW, how="expired")
+        self.end(outcome, Lease.DROP, Task.CANCEL_NOW, how=InterruptsClosed.EXPIRED)
         if dismissed:
             return self.finished_events({"type": "cancelled"})
         return self.error_events(ExecutionExpired())
 
     def cancelled_by_answer(self) -> list[Event]:
         """A question answered `cancelled`: the caller has cancelled the task; drop the execution."""
-        self.end(Outcome.CANCELLED, Lease.DROP, how="cancelled")
+        self.end(Outcome.CANCELLED, Lease.DROP, how=InterruptsClosed.CANCELLED)
         return self.error_events(Cancelled("cancelled_by_answer"))
 
     def shutdown(self) -> list[Event]:
@@ -230,7 +231,7 @@ class RunEnd:
     def error_events(self, error: BridgeError) -> list[Event]:
         """Open spans closed, then RUN_ERROR (docs/design.md#span-balancing)."""
         self.error_code = str(error.code)
-        if error.code in UPSTREAM_CODES:
+        if error.code in UPSTREAM_ERROR_KINDS:  # counted by kind in metrics
             self._observer.upstream_error(str(error.code))
         message = error.raw_message or translate(error.message_key, self._language, **error.params)
         events = self._projector.close_all()
@@ -276,7 +277,7 @@ class RunEnd:
         except StateError:
             log.warning("Failed to persist AG-UI thread state at run end", exc_info=True)
 
-    def _drop_execution(self, how: str) -> None:
+    def _drop_execution(self, how: InterruptsClosed) -> None:
         """Pending cleared, execution retired, lease released: best effort."""
         ticket = self._ticket
         if ticket.pending:

@@ -9,12 +9,13 @@ failure always shows the same code and message (docs/design.md#a2a-errors):
 | `A2ABackupNotReady` (session restore 409) | `SESSION_BACKUP_NOT_READY`, the kernel's text if it gave one |
 | `A2ARpcError` whose data says `SESSION_BACKUP_NOT_READY` | `SESSION_BACKUP_NOT_READY` (translated) |
 | `AnswerRejected` (a JSON-RPC error answering an interrupt response) | `A2A_UNAVAILABLE` `a2a_rejected_answer` |
+| `A2ACredentialsRefused` (HTTP 401/403: the bridge's token refused) | `A2A_UNAVAILABLE` `a2a_credentials_refused` |
 | any other `A2AError` (transport, bad reply, JSON-RPC error) | `A2A_UNAVAILABLE` |
 """
 
 from __future__ import annotations
 
-from agui_bridge.a2a.errors import A2ABackupNotReady, A2AError, A2ARpcError, A2ASessionNotFound
+from agui_bridge.a2a.errors import A2ABackupNotReady, A2ACredentialsRefused, A2AError, A2ARpcError, A2ASessionNotFound
 from agui_bridge.errors import A2AUnavailable, BridgeError, ExecutionLost, SessionBackupNotReady
 
 
@@ -37,6 +38,8 @@ def bridge_error(exc: A2AError) -> BridgeError:
         return SessionBackupNotReady()
     if isinstance(exc, AnswerRejected):
         return A2AUnavailable("a2a_rejected_answer")
+    if isinstance(exc, A2ACredentialsRefused):
+        return A2AUnavailable("a2a_credentials_refused")
     return A2AUnavailable()
 
 

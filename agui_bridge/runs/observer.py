@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Protocol
 
+from agui_bridge.observability.labels import InterruptsClosed
+
 
 class Outcome(StrEnum):
     """How a run ended: the `outcome` label of `agui_runs_total` and the "run ended" log field.
@@ -35,7 +37,7 @@ class RunObserver(Protocol):
     def heartbeat(self) -> None: ...
     def upstream_error(self, kind: str) -> None: ...
     def interrupts_announced(self, count: int) -> None: ...
-    def interrupts_closed(self, count: int, how: str) -> None: ...
+    def interrupts_closed(self, count: int, how: InterruptsClosed) -> None: ...
     def time_to_run_started(self, seconds: float) -> None: ...
     def first_upstream_event(self, seconds: float) -> None: ...
     def resume_preflight(self, seconds: float) -> None: ...
@@ -65,7 +67,7 @@ class NullObserver:
     def interrupts_announced(self, count: int) -> None:
         pass
 
-    def interrupts_closed(self, count: int, how: str) -> None:
+    def interrupts_closed(self, count: int, how: InterruptsClosed) -> None:
         pass
 
     def lock_wait(self, seconds: float) -> None:

@@ -17,6 +17,7 @@ from agui_bridge.a2a import messages as a2a_messages
 from agui_bridge.a2a.signals import TERMINAL_STATES, A2AEvent
 from agui_bridge.errors import A2AProtocolError, BridgeError
 from agui_bridge.observability import tracing
+from agui_bridge.observability.labels import InterruptsClosed
 from agui_bridge.projection.interrupts import collect_inputs
 from agui_bridge.protocol.events import Event
 from agui_bridge.runs import resume_plan
@@ -132,7 +133,7 @@ class ResumePreflight:
         self._observer.interrupts_announced(len(set(pending) - set(ticket.pending)))
         replaced = len(set(ticket.pending) - set(pending))
         if replaced:
-            self._observer.interrupts_closed(replaced, "reconciled")
+            self._observer.interrupts_closed(replaced, InterruptsClosed.RECONCILED)
         ticket.pending = dict(pending)
 
     def _preflight_events(self, snapshot: A2AEvent, catch_up: object) -> list[Event]:

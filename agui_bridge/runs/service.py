@@ -21,6 +21,7 @@ from agui_bridge.runs.admission import admit_guidance, admit_run
 from agui_bridge.runs.cancel import cancel_execution
 from agui_bridge.runs.capabilities import reattach_supported, reattach_window_s
 from agui_bridge.runs.deps import StreamDeps
+from agui_bridge.runs.failures import bridge_error
 from agui_bridge.runs.guidance import GuidanceStream
 from agui_bridge.runs.observer import NULL_OBSERVER, RunObserver
 from agui_bridge.runs.registry import PROCESS_RUNS, Cancellable, RunRegistry
@@ -174,8 +175,8 @@ class BridgeService:
                 if not exc.task_not_cancelable:
                     raise A2AUnavailable() from exc
                 # Already ended kernel-side: the owner's own cancel (its client went away) landed first.
-            except A2AError as exc:
-                raise A2AUnavailable() from exc
+            except A2AError as exc:  # down, or refusing our token: the same words as a run's RUN_ERROR
+                raise bridge_error(exc) from exc
 
         status = cancel_execution(
             self.store,

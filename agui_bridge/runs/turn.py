@@ -17,6 +17,7 @@ from agui_bridge.a2a.messages import session_id_of
 from agui_bridge.a2a.port import A2APort
 from agui_bridge.a2a.signals import TERMINAL_STATES, A2AEvent
 from agui_bridge.errors import A2AProtocolError
+from agui_bridge.observability.labels import InterruptsClosed
 from agui_bridge.projection.interrupts import InputRequest, build_interrupt, collect_inputs
 from agui_bridge.projection.pipeline import PipelineMapper
 from agui_bridge.projection.projector import RunProjector
@@ -120,7 +121,7 @@ class RunTurn:
             ticket.pending.pop(input_id, None)
             ticket.applied[input_id] = digest
         if closed:
-            self._observer.interrupts_closed(len(closed), "answered")
+            self._observer.interrupts_closed(len(closed), InterruptsClosed.ANSWERED)
         self._unaccepted.difference_update(digests)
         if self._unaccepted or self._accepted:
             return

@@ -5,16 +5,20 @@ conftest: ``agui_a2a`` (an A2A upstream: the demo agent in a subprocess, or ``--
 ``agui_settings``, ``agui_app`` (``create_app``), ``agui_client`` (the Flask test client, SSE read event by
 event) and ``agui_workspace`` (an allowed ``cwd``). The app runs on the thread back-end, as on any
 unpatched WSGI host. The bridge, Flask and the demo agent are imported inside the fixtures, so loading the
-plugin costs nothing and works without the demo agent's packages when an upstream URL is given.
+plugin costs nothing and works without the demo agent's packages when an upstream URL is given. Without
+either, every test that uses the fixtures fails with `NO_UPSTREAM` (what to install, or which option to
+pass): never a skip, which would leave a CI run green.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +36,12 @@ if TYPE_CHECKING:
 URL_ENV = "IAC_CODE_AGUI_TEST_A2A_URL"
 TOKEN_ENV = "IAC_CODE_AGUI_TEST_A2A_TOKEN"  # noqa: S105 - a variable name, not a secret
 TERMINAL_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+#: Why the fixtures fail (never skip) when they have no A2A upstream: a skipped test would leave CI green.
+NO_UPSTREAM = (
+    "the agui_* fixtures have no A2A upstream: the demo agent needs the 'demo' extra, "
+    "pip install 'agui-bridge[demo]', or pass --agui-a2a-url URL (or set IAC_CODE_AGUI_TEST_A2A_URL) "
+    "to use your own A2A server"
+)
 
 
 # --------------------------------------------------------------------------------------------- request bodies
@@ -143,12 +153,23 @@ class EventStream:
         while (event := self.next_event()) is not None:
             yield event
 
+    def ending(self) -> str:
+        """How the response ended, for an assertion message: a pre-stream error's status, code and message,
+        a RUN_ERROR's code and message, or the types of the events read."""
+        if not self.is_stream:
+            error = self.error or {}
+            return f"HTTP {self.status_code} {error.get('code')}: {error.get('message')}"
+        last = self.events[-1] if self.events else None
+        if last is not None and last["type"] == "RUN_ERROR":
+            return f"RUN_ERROR {last.get('code')}: {last.get('message')}"
+        return f"events {[e['type'] for e in self.events]}"
+
     def until(self, event_type: str) -> dict[str, Any]:
         """Read up to and including the first event of `event_type` (or a CUSTOM event of that name)."""
         for event in self:
             if event["type"] == event_type or (event["type"] == "CUSTOM" and event.get("name") == event_type):
                 return event
-        raise AssertionError(f"the stream ended without {event_type}: {[e['type'] for e in self.events]}")
+        raise AssertionError(f"the stream ended without {event_type}: {self.ending()}")
 
     def read_all(self) -> list[dict[str, Any]]:
         """Read to the end of the stream; every event."""
@@ -161,7 +182,7 @@ class EventStream:
         """RUN_FINISHED or RUN_ERROR (reads to the end first)."""
         events = self.read_all()
         if not events or events[-1]["type"] not in TERMINAL_TYPES:
-            raise AssertionError(f"no terminal event (status {self.status_code}): {[e['type'] for e in events]}")
+            raise AssertionError(f"no terminal event: {self.ending()}")
         return events[-1]
 
     @property
@@ -174,8 +195,13 @@ class EventStream:
 
     @property
     def interrupts(self) -> list[dict[str, Any]]:
-        """The interrupts announced by RUN_FINISHED (empty unless the outcome is ``interrupt``)."""
-        outcome = self.terminal.get("outcome") or {}
+        """The interrupts announced by RUN_FINISHED (empty unless the outcome is ``interrupt``). A run that
+        ended with RUN_ERROR announced none: that is an AssertionError naming its code and message, not an
+        empty list."""
+        terminal = self.terminal
+        if terminal["type"] == "RUN_ERROR":
+            raise AssertionError(f"the run announced no interrupts: {self.ending()}")
+        outcome = terminal.get("outcome") or {}
         return list(outcome.get("interrupts", []))
 
     @property
@@ -235,6 +261,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _demo_agent() -> Callable[[str | None], AbstractContextManager[str]] | None:
+    """`running_demo_agent`, or None when the demo agent's packages (a2a-sdk, uvicorn) are not installed
+    (looked up without importing them) or the demo package cannot be imported."""
+    from agui_bridge.config.settings import require_demo_extra
+    from agui_bridge.config.values import ConfigError
+
+    try:
+        require_demo_extra()
+        from agui_bridge.demo.testing import running_demo_agent
+    except (ConfigError, ImportError):
+        return None
+    return running_demo_agent
+
+
 @pytest.fixture(scope="session")
 def agui_a2a(request: pytest.FixtureRequest) -> Iterator[Upstream]:
     """The A2A upstream: ``--agui-a2a-url``/``IAC_CODE_AGUI_TEST_A2A_URL``, else the demo agent with a token."""
@@ -244,12 +284,15 @@ def agui_a2a(request: pytest.FixtureRequest) -> Iterator[Upstream]:
 
         yield Upstream(normalise_a2a_url(url), os.environ.get(TOKEN_ENV) or None)
         return
-    try:
-        from agui_bridge.demo.testing import running_demo_agent
-    except ImportError as exc:  # the demo agent's packages (a2a-sdk, uvicorn) are not installed
-        pytest.skip(f"no A2A upstream: the demo agent cannot start ({exc}); pass --agui-a2a-url")
+    running_demo_agent = _demo_agent()
+    if running_demo_agent is None:
+        pytest.fail(NO_UPSTREAM, pytrace=False)
     token = "demo-" + secrets.token_urlsafe(16)
-    with running_demo_agent(token) as demo_url:
+    with contextlib.ExitStack() as stack:
+        try:
+            demo_url = stack.enter_context(running_demo_agent(token))
+        except RuntimeError as exc:  # it exited or never answered /health
+            pytest.fail(f"{exc} {NO_UPSTREAM}", pytrace=False)
         yield Upstream(demo_url, token)
 
 

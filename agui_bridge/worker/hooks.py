@@ -139,13 +139,15 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
 def config_from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     """deploy/gunicorn.conf.py: validate the IAC_CODE_AGUI_* environment exactly as `serve` does.
 
-    An invalid value stops gunicorn before it binds, with one line and status 2 (SystemExit passes
+    An invalid value or a missing A2A URL stops gunicorn before it binds, with one line and status 2 (SystemExit passes
     through gunicorn's config loader, which would print a traceback for any other exception).
     """
     from agui_bridge.config import ConfigError, load_settings
+    from agui_bridge.config.settings import require_a2a_upstream
 
     try:
         settings = load_settings(environ)
+        require_a2a_upstream(settings)  # no managed child here: no URL, no start
     except ConfigError as exc:
         sys.stderr.write(f"agui-bridge: {exc}\n")
         sys.stderr.flush()

@@ -38,10 +38,17 @@ from pathlib import Path  # noqa: E402
 
 from agui_bridge import create_app  # noqa: E402 - after the environment is complete
 from agui_bridge.cli.doctor import startup_problems  # noqa: E402
-from agui_bridge.config import load_settings  # noqa: E402
+from agui_bridge.config import ConfigError, load_settings  # noqa: E402
+from agui_bridge.config.settings import require_a2a_upstream  # noqa: E402
 from agui_bridge.worker.process import configure_process  # noqa: E402
 
-settings = load_settings(os.environ)
+try:  # an invalid value or no A2A URL: one line in the error log, and no app (mod_wsgi answers 500)
+    settings = load_settings(os.environ)
+    require_a2a_upstream(settings)
+except ConfigError as exc:
+    sys.stderr.write(f"agui-bridge: {exc}\n")
+    sys.stderr.flush()
+    raise SystemExit(3) from None
 # doctor's permission checks: an env file with a token that others can read stops the app (one line in
 # the error log; mod_wsgi then answers 500), a state directory open to others is a warning.
 refusals, warnings = startup_problems(settings.state_dir, Path(ENV_FILE) if HOLDS_SECRET else None, "env file")

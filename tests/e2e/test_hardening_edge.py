@@ -246,6 +246,7 @@ def test_gunicorn_config_path_serves_validated_settings(tmp_path: Path) -> None:
         IAC_CODE_AGUI_STATE_DIR=str(tmp_path / "state"),
         IAC_CODE_AGUI_AUTH_TOKEN=TOKEN,
         IAC_CODE_AGUI_METRICS="off",
+        IAC_CODE_AGUI_A2A_URL="http://127.0.0.1:9/",  # required to start; these requests never reach it
         PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
     )
     (tmp_path / "metrics").mkdir()

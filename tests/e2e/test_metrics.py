@@ -1,4 +1,5 @@
-"""`/metrics` under gunicorn (multiprocess mode, 2 workers): counters move for every outcome."""
+"""`/metrics` under gunicorn (multiprocess mode, 2 workers): counters move for every outcome, and a labelled
+counter shows every known label value at 0 before its first use."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 import requests
 
+from agui_bridge.observability.labels import UPSTREAM_ERROR_KINDS, InterruptsClosed
 from tests.support.harness import bridge_server, new_thread_id, run_body
 from tests.support.prometheus import sample
 
@@ -51,3 +53,15 @@ def test_metrics_count_runs_of_each_outcome(tmp_path: Path, demo_url: str, demo_
     assert sample(text, "agui_active_runs") == 0
     assert sample(text, "agui_state_write_seconds_count") > 0 and sample(text, "agui_lock_wait_seconds_count") > 0
     assert "thread_id" not in text and thread_id not in text
+
+
+def test_labelled_counters_show_every_known_label_at_zero_before_their_first_use(
+    tmp_path: Path, demo_url: str, demo_token: str
+) -> None:
+    """A dashboard grouping by `kind` or `how` shows 0, not "No data", on a bridge that has had no failure yet."""
+    with bridge_server(demo_url, demo_token, tmp_path / "state", tmp_path, workers=1) as server:
+        text = requests.get(server.url + "metrics", timeout=5).text
+    expected = [f'agui_upstream_errors_total{{kind="{kind}"}} 0.0' for kind in sorted(UPSTREAM_ERROR_KINDS)]
+    expected += [f'agui_interrupts_closed_total{{how="{how}"}} 0.0' for how in InterruptsClosed]
+    lines = set(text.splitlines())
+    assert [line for line in expected if line not in lines] == [], text

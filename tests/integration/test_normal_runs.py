@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -97,6 +98,46 @@ def test_upstream_down_gives_a2a_unavailable(settings: Settings, workspace: Path
     events = run(app.test_client(), run_body(new_thread_id(), "hi", workspace), "RUN_ERROR")
     assert event_types(events) == ["RUN_STARTED", "RUN_ERROR"]
     assert events[-1]["code"] == "A2A_UNAVAILABLE"
+    assert events[-1]["message"] == "The local A2A execution service is unavailable."
+
+
+class KernelClientLog(logging.Handler):
+    """The kernel client's records, whatever the process's logging set-up (propagation may be off)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname} {record.getMessage()}")
+
+
+@pytest.mark.parametrize(
+    ("token", "language", "message"),
+    [
+        ("wrong-token-7f3a", "en",
+         "The local A2A execution service refused the adapter's credentials (a wrong or missing A2A token)."),
+        (None, "de-DE", "Der lokale A2A-Ausführungsdienst hat die Zugangsdaten des Adapters abgelehnt (falsches oder "
+         "fehlendes A2A-Token)."),
+    ],
+    ids=["wrong-token", "no-token"],
+)  # fmt: skip
+def test_a_kernel_refusing_the_token_is_reported_as_a_refusal_not_as_down(
+    settings: Settings, workspace: Path, token: str | None, language: str, message: str
+) -> None:
+    logger = logging.getLogger("agui_bridge.kernel.client")
+    captured = KernelClientLog()
+    logger.addHandler(captured)
+    try:
+        app = create_app(settings.replace(a2a_token=token))
+        body = run_body(new_thread_id(), "hi", workspace, preferredLanguage=language)
+        events = run(app.test_client(), body, "RUN_ERROR")
+    finally:
+        logger.removeHandler(captured)
+    assert (events[-1]["code"], events[-1]["message"]) == ("A2A_UNAVAILABLE", message)
+    refusals = [line for line in captured.lines if "refused the bridge's credentials (HTTP 401)" in line]
+    assert refusals and refusals[0].startswith("ERROR ") and "IAC_CODE_AGUI_A2A_TOKEN" in refusals[0], captured.lines
+    assert not token or all(token not in line for line in captured.lines)  # the token itself is never logged
 
 
 def test_wrong_upstream_token_gives_a2a_unavailable(settings: Settings, workspace: Path) -> None:

@@ -13,6 +13,8 @@ import pytest
 from tests.support.harness import REPO_ROOT, bridge_server
 
 TOKEN = "mode-test-token-5d1e"
+#: Every entry point needs an A2A URL to start (nothing listens there: these tests send no run).
+A2A_URL = "http://127.0.0.1:9/"
 
 
 def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -69,7 +71,7 @@ def test_wsgi_py_warns_on_a_state_directory_open_to_others(tmp_path: Path) -> No
     state = tmp_path / "state"
     state.mkdir()
     state.chmod(0o750)
-    result = run(["-c", "import wsgi"], env={"IAC_CODE_AGUI_STATE_DIR": str(state)})
+    result = run(["-c", "import wsgi"], env={"IAC_CODE_AGUI_STATE_DIR": str(state), "IAC_CODE_AGUI_A2A_URL": A2A_URL})
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("state directory is open to others") == 1 and "mode 0750" in result.stderr
 
@@ -84,7 +86,9 @@ def test_the_apache_entry_point_refuses_an_env_file_with_a_token_others_can_read
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     env_file = tmp_path / "agui-bridge.env"
-    env_file.write_text(f"IAC_CODE_AGUI_AUTH_TOKEN={TOKEN}\nIAC_CODE_AGUI_STATE_DIR={state}\n")
+    env_file.write_text(
+        f"IAC_CODE_AGUI_AUTH_TOKEN={TOKEN}\nIAC_CODE_AGUI_STATE_DIR={state}\nIAC_CODE_AGUI_A2A_URL={A2A_URL}\n"
+    )
     env_file.chmod(mode)
     result = run(["-c", APACHE_ENTRY], env={"AGUI_BRIDGE_ENV_FILE": str(env_file)})
     assert result.returncode == status, result.stderr

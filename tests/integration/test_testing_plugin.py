@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agui_bridge.config.settings import Settings
-from agui_bridge.testing import AguiClient, EventStream, Upstream, run_input
+from agui_bridge.testing import NO_UPSTREAM, AguiClient, EventStream, Upstream, run_input
 from tests.support.harness import REPO_ROOT, new_thread_id, wait_for_task_state
 
 SECTION = "## Testing your integration in-process"
@@ -82,6 +82,26 @@ def test_a_prestream_error_has_a_code_and_no_events(agui_client: AguiClient, tmp
         _ = stream.terminal
 
 
+def test_a_stream_that_ended_with_run_error_shows_its_code_and_message_in_the_helpers(
+    agui_client: AguiClient, agui_workspace: Path
+) -> None:
+    stream = agui_client.run(run_input(new_thread_id(), "please fail", agui_workspace))
+    ending = "RUN_ERROR A2A_EXECUTION_FAILED: The A2A execution failed."
+    with pytest.raises(AssertionError, match=re.escape(f"the stream ended without TOOL_CALL_START: {ending}")):
+        stream.until("TOOL_CALL_START")
+    with pytest.raises(AssertionError, match=re.escape(f"the run announced no interrupts: {ending}")):
+        _ = stream.interrupts  # not an empty list that a `[permission] = ...` would trip over unexplained
+    assert stream.outcome == "RUN_ERROR"
+
+
+def test_a_prestream_error_shows_its_status_code_and_message_in_the_helpers(agui_client: AguiClient) -> None:
+    stream = agui_client.run(run_input(new_thread_id(), "hi", "/definitely/not/allowed"))
+    assert stream.error is not None
+    ending = f"HTTP 400 {stream.error['code']}: {stream.error['message']}"
+    with pytest.raises(AssertionError, match=re.escape(f"no terminal event: {ending}")):
+        _ = stream.terminal
+
+
 def test_the_plugin_is_registered_through_its_entry_point(pytestconfig: pytest.Config) -> None:
     plugin = pytestconfig.pluginmanager.get_plugin("agui_bridge")
     assert plugin is not None and plugin.__name__ == "agui_bridge.testing"
@@ -120,7 +140,9 @@ def run_user_pytest(tmp_path: Path, *args: str, env: dict[str, str] | None = Non
     )
 
 
-def test_without_the_demo_agent_the_plugin_uses_the_given_url_or_skips(tmp_path: Path, agui_a2a: Upstream) -> None:
+def test_without_the_demo_agent_the_plugin_uses_the_given_url_or_fails_naming_what_to_install(
+    tmp_path: Path, agui_a2a: Upstream
+) -> None:
     (tmp_path / "conftest.py").write_text(NO_DEMO_CONFTEST, encoding="utf-8")
     (tmp_path / "test_user.py").write_text(USER_TESTS, encoding="utf-8")
     assert agui_a2a.token, "the project's tests run the demo agent with bearer auth on"
@@ -129,6 +151,6 @@ def test_without_the_demo_agent_the_plugin_uses_the_given_url_or_skips(tmp_path:
     assert by_option.returncode == 0 and "1 passed" in by_option.stdout, by_option.stdout[-2000:]
     by_env = run_user_pytest(tmp_path, env={**token, "IAC_CODE_AGUI_TEST_A2A_URL": agui_a2a.url})
     assert by_env.returncode == 0 and "1 passed" in by_env.stdout, by_env.stdout[-2000:]
-    skipped = run_user_pytest(tmp_path)
-    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout[-2000:]
-    assert "the demo agent cannot start" in skipped.stdout and "--agui-a2a-url" in skipped.stdout
+    failed = run_user_pytest(tmp_path)
+    assert failed.returncode == 1 and re.search(r"\b1 error\b", failed.stdout), failed.stdout[-2000:]
+    assert "skipped" not in failed.stdout and NO_UPSTREAM in failed.stdout, failed.stdout[-2000:]

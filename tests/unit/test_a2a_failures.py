@@ -7,6 +7,7 @@ import pytest
 from agui_bridge.a2a.errors import (
     A2ABackupNotReady,
     A2ABadReply,
+    A2ACredentialsRefused,
     A2AError,
     A2AJsonRpcError,
     A2ARpcError,
@@ -37,6 +38,8 @@ def test_a_loaded_session_is_no_error(body: object) -> None:
         (200, {"status": "stale"}, A2ABadReply, None),
         (200, ["current"], A2ABadReply, None),
         (500, None, A2ABadReply, None),
+        (401, None, A2ACredentialsRefused, None),
+        (403, {"error": {"code": "FORBIDDEN"}}, A2ACredentialsRefused, None),
     ],
 )  # fmt: skip
 def test_restore_replies_become_typed_errors(status: int, body: object, error: type, message: str | None) -> None:
@@ -62,6 +65,8 @@ BACKUP = {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}
     [
         (A2ATransportError("refused"), "A2A_UNAVAILABLE", "The local A2A execution service is unavailable."),
         (A2ABadReply("not JSON"), "A2A_UNAVAILABLE", "The local A2A execution service is unavailable."),
+        (A2ACredentialsRefused(401), "A2A_UNAVAILABLE",
+         "The local A2A execution service refused the adapter's credentials (a wrong or missing A2A token)."),
         (A2ARpcError(-32602, "bad params"), "A2A_UNAVAILABLE", "The local A2A execution service is unavailable."),
         (A2ARpcError(-32603, "x", BACKUP), "SESSION_BACKUP_NOT_READY",
          "Session backup is still synchronizing. Retry after 3 seconds."),

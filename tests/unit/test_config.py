@@ -128,6 +128,41 @@ def test_config_show_masks_every_secret(tmp_path: Path, capsys: pytest.CaptureFi
     assert set(rows) == {option.name for option in OPTIONS}
 
 
+def test_config_show_prints_the_state_directory_in_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The directory `serve` and doctor use, not `(not set)`, when nothing names one."""
+    monkeypatch.delenv("IAC_CODE_AGUI_STATE_DIR", raising=False)
+    monkeypatch.setenv("IAC_CODE_CONFIG_DIR", str(tmp_path / "config"))
+    assert main(["config", "show", "--json"]) == 0
+    row = next(row for row in json.loads(capsys.readouterr().out) if row["name"] == "state_dir")
+    in_use = load_settings(os.environ).state_dir
+    assert in_use == (tmp_path / "config" / "agui").resolve()
+    assert row["value"].split(" (")[0] == str(in_use) and row["source"] == "default"
+
+
+def first_refused(option: Any, candidates: tuple[str, ...] = ("abc", "-5", "maybe")) -> str | None:
+    """A value the option's converter refuses (None for an option that takes any string)."""
+    for bad in candidates:
+        try:
+            option.convert(bad)
+        except (TypeError, ValueError, ConfigError):
+            return bad
+    return None
+
+
+#: Every option read from the environment that can refuse a value, with one value it refuses.
+REFUSED_FROM_ENV = [(o, bad) for o in OPTIONS if o.env_name and (bad := first_refused(o)) is not None]
+
+
+@pytest.mark.parametrize(("option", "bad"), REFUSED_FROM_ENV, ids=[o.name for o, _ in REFUSED_FROM_ENV])
+def test_a_bad_environment_value_is_reported_under_its_variable_name(option: Any, bad: str) -> None:
+    """`IAC_CODE_AGUI_PORT=abc` names IAC_CODE_AGUI_PORT, not a `--port` flag the operator never passed."""
+    with pytest.raises(ConfigError) as refused:
+        resolve(argparse.Namespace(), {option.env_name: bad})
+    assert option.env_name in str(refused.value) and option.flag_name not in str(refused.value)
+
+
 # ------------------------------------------------------------------ one validated configuration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,7 +199,10 @@ def test_flags_win_over_the_environment_in_load_settings(tmp_path: Path) -> None
     [
         ({"IAC_CODE_AGUI_METRICS": "flase"}, "IAC_CODE_AGUI_METRICS must be true or false."),
         ({"IAC_CODE_AGUI_INTERRUPT_TTL": "-5"}, "IAC_CODE_AGUI_INTERRUPT_TTL must be a positive number of seconds."),
-        ({"IAC_CODE_AGUI_A2A_URL": "http://10.0.0.5:41242/"}, "The AG-UI adapter may connect only to a loopback"),
+        (
+            {"IAC_CODE_AGUI_A2A_URL": "http://10.0.0.5:41242/"},
+            "IAC_CODE_AGUI_A2A_URL: The AG-UI adapter may connect only to a loopback",
+        ),
         ({"IAC_CODE_AGUI_CONSOLE": "yes please"}, "IAC_CODE_AGUI_CONSOLE must be true or false."),
         ({"IAC_CODE_AGUI_RUNTIME": "fibers"}, "IAC_CODE_AGUI_RUNTIME must be auto, gevent or threads."),
         ({"IAC_CODE_AGUI_WORKER_CONNECTIONS": "0"}, "IAC_CODE_AGUI_WORKER_CONNECTIONS must be >= 1."),

@@ -32,6 +32,8 @@ from agui_bridge.demo import scenarios as sc
         ("think about a tool", "reasoning"),
         ("a tool for a vpc template", "tool"),
         ("please WRITE FILE x.yaml", "permission"),
+        ("please write a file x.yaml", "permission"),
+        ("Write a file named notes.txt", "permission"),
         ("ask for permission", "permission"),
         ("use two tools", "two_tools"),
         ("two tools that need a permission", "two_tools"),

@@ -30,11 +30,14 @@ TOKEN_VARIABLES = ("IAC_CODE_AGUI_AUTH_TOKEN", "IAC_CODE_AGUI_A2A_TOKEN")
 
 @pytest.fixture(scope="module")
 def default_gunicorn_settings() -> dict[str, object]:
-    """deploy/gunicorn.conf.py evaluated afresh without IAC_CODE_AGUI_* overrides (the shipped defaults)."""
+    """deploy/gunicorn.conf.py evaluated afresh without IAC_CODE_AGUI_* overrides (the shipped defaults), but
+    for the A2A URL every deployment must give."""
     saved = {key: os.environ.pop(key) for key in list(os.environ) if key.startswith("IAC_CODE_AGUI_")}
+    os.environ["IAC_CODE_AGUI_A2A_URL"] = "http://127.0.0.1:9/"
     try:
         return runpy.run_path(str(DEPLOY / "gunicorn.conf.py"))
     finally:
+        del os.environ["IAC_CODE_AGUI_A2A_URL"]
         os.environ.update(saved)
 
 

@@ -171,13 +171,22 @@ def test_a_wrong_upstream_token_fails(private_dir: Path, demo_url: str, demo_tok
     assert "wrong-token" not in doctor.render_text(checks.values()) + doctor.render_json(checks.values())
 
 
-def test_an_unreachable_upstream_fails(private_dir: Path) -> None:
+def test_an_unreachable_upstream_fails_on_both_upstream_lines(private_dir: Path) -> None:
     from agui_bridge.demo.testing import free_port
 
     url = f"http://127.0.0.1:{free_port()}/"
     checks = by_name(doctor.run_checks(target(private_dir, a2a_url=url)))
     assert not checks["upstream-health"].ok and "unreachable" in checks["upstream-health"].detail
-    assert "upstream-a2a" not in checks  # nothing to ask
+    a2a = checks["upstream-a2a"]  # kept, with the failure: nothing could be asked
+    assert not a2a.ok and a2a.detail.startswith("not asked: ") and "unreachable" in a2a.detail and a2a.fix
+
+
+def test_a_failed_health_check_keeps_the_upstream_a2a_line(private_dir: Path) -> None:
+    get, post = stub(404, {"jsonrpc": "2.0", "id": "x", "error": {"code": -32001, "message": "Task not found"}})
+    checks = by_name(doctor.run_checks(target(private_dir, a2a_url="http://kernel.invalid/"), get=get, post=post))
+    assert not checks["upstream-health"].ok and "HTTP 404" in checks["upstream-health"].detail
+    assert checks["upstream-a2a"].ok and "-32001" in checks["upstream-a2a"].detail
+    assert "upstream-a2a" in doctor.render_text(checks.values())
 
 
 def stub(health_status: int, rpc_body: object) -> tuple[doctor.HttpGet, doctor.HttpPost]:
@@ -194,7 +203,7 @@ def stub(health_status: int, rpc_body: object) -> tuple[doctor.HttpGet, doctor.H
 @pytest.mark.parametrize(
     ("health", "answer", "detail"),
     [
-        (503, None, "HTTP 503"),
+        (503, {"jsonrpc": "2.0", "id": "x", "error": {"code": -32001, "message": "Task not found"}}, "HTTP 503"),
         (200, {"jsonrpc": "2.0", "id": "x", "error": {"code": -32009, "message": "A2A version"}}, "-32009"),
         (200, {"jsonrpc": "2.0", "id": "x", "error": {"code": -32601, "message": "Method not found"}}, "-32601"),
         (200, {"jsonrpc": "2.0", "id": "x", "result": {"id": "t"}}, "without a JSON-RPC error"),

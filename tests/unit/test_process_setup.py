@@ -105,6 +105,7 @@ def test_wsgi_module_sets_up_the_documented_log_format(tmp_path: Path) -> None:
         **{k: v for k, v in os.environ.items() if not k.startswith(("IAC_CODE_AGUI_", "OTEL_"))},
         "IAC_CODE_AGUI_STATE_DIR": str(tmp_path / "state"),
         "IAC_CODE_AGUI_LOG_FORMAT": "json",
+        "IAC_CODE_AGUI_A2A_URL": "http://127.0.0.1:9/",  # every entry point needs one to start
     }
     out = subprocess.run(
         [sys.executable, "-c", _WSGI_PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False

@@ -19,12 +19,13 @@ import pytest
 import yaml
 
 from agui_bridge.config.settings import Settings
+from agui_bridge.worker.stop_budget import MANAGED_CHILD_WAIT_S, STOP_BUDGET_EXTRA_S, stop_budget_s
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 STATE_DIR = "/var/lib/agui-bridge"
-#: `ManagedUpstream.stop` (agui_bridge/worker/managed.py): SIGTERM, wait 5 s, then SIGKILL and wait 5 s.
-MANAGED_CHILD_STOP_S = 10
+#: `ManagedUpstream.stop` (agui_bridge/worker/managed.py): SIGTERM, wait, then SIGKILL and wait.
+MANAGED_CHILD_STOP_S = 2 * MANAGED_CHILD_WAIT_S
 TOKEN_VARIABLES = ("IAC_CODE_AGUI_AUTH_TOKEN", "IAC_CODE_AGUI_A2A_TOKEN")
 
 
@@ -481,3 +482,46 @@ def test_every_env_file_install_line_closes_the_token_file_to_group_and_others()
     ]
     assert len(installs) >= 4, installs  # env example (twice), deploy/README (twice), Apache conf
     assert [(name, line) for name, line in installs if "install -m 0600 " not in line] == []
+
+
+# ---------------------------------------------------------------- one stop budget
+
+#: Where the stop budget is stated: each must give the same figure.
+BUDGET_DOCUMENTS = (
+    "README.md",
+    "deploy/README.md",
+    "deploy/agui-bridge.env.example",
+    "deploy/agui-bridge.service",
+    "deploy/Dockerfile",
+    "deploy/compose.yaml",
+    "docs/operations.md",
+    "docs/design.md",
+)
+#: "graceful_timeout + 30 s", "graceful-timeout + 30", "GRACEFUL_TIMEOUT + 30"
+BUDGET_PHRASE = re.compile(r"(?:graceful[_ -]timeout`?|this)\s*\+\s*(\d+)", re.I)
+
+
+def test_every_supervisor_setting_is_the_stop_budget(
+    unit: dict[str, list[tuple[str, str]]], graceful_timeout_s: int
+) -> None:
+    """systemd, compose, Docker and Kubernetes wait exactly the budget derived from the shipped graceful_timeout."""
+    budget = stop_budget_s(graceful_timeout_s)
+    assert duration_s(service_value(unit, "TimeoutStopSec")) == budget
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))
+    assert duration_s(compose["services"]["agui-bridge"]["stop_grace_period"]) == budget
+    stated = "\n".join((ROOT / name).read_text(encoding="utf-8") for name in BUDGET_DOCUMENTS)
+    docker = {int(n) for n in re.findall(r"--stop-timeout[ =](\d+)", stated)}
+    kubernetes = {int(n) for n in re.findall(r"terminationGracePeriodSeconds: (\d+)", stated)}
+    assert docker == {budget} and kubernetes == {budget}, (docker, kubernetes)
+
+
+def test_every_document_states_one_stop_budget() -> None:
+    """No file says "+ 10 s" while another says "+ 20": each statement is graceful_timeout + the one extra."""
+    found: dict[str, set[int]] = {}
+    for name in BUDGET_DOCUMENTS:
+        text = " ".join((ROOT / name).read_text(encoding="utf-8").split())  # statements may wrap lines
+        found[name] = {int(n) for n in BUDGET_PHRASE.findall(text)}
+    assert all(values <= {STOP_BUDGET_EXTRA_S} for values in found.values()), found
+    stating = {name for name, values in found.items() if values}
+    assert {"deploy/README.md", "deploy/agui-bridge.env.example", "deploy/agui-bridge.service"} <= stating, found
+    assert "docs/operations.md" in stating, found

@@ -13,6 +13,7 @@ import os
 import re
 import runpy
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import yaml
 
 from agui_bridge.config.settings import Settings
 from agui_bridge.worker.stop_budget import MANAGED_CHILD_WAIT_S, STOP_BUDGET_EXTRA_S, stop_budget_s
+from tests.support.recipes import HOST_RECIPES, SHARED_RECIPES, deploy_recipes
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -341,8 +343,14 @@ def test_unit_runs_unprivileged_and_hardened(unit: dict[str, list[tuple[str, str
 
 
 def test_env_example_sets_no_secret() -> None:
-    for line in (DEPLOY / "agui-bridge.env.example").read_text(encoding="utf-8").splitlines():
-        assert not line.strip() or line.lstrip().startswith("#"), f"example must only comment: {line}"
+    """Its active lines are the unit's non-secret settings; every token stays a commented, empty template."""
+    text = (DEPLOY / "agui-bridge.env.example").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key = line.partition("=")[0]
+            assert "TOKEN" not in key and "SECRET" not in key and "KEY" not in key, f"example sets a secret: {line}"
+    for name in TOKEN_VARIABLES:
+        assert re.search(rf"^#{name}=$", text, re.M), f"{name} must stay a commented, empty template"
 
 
 # ---------------------------------------------------------------- nginx
@@ -525,3 +533,79 @@ def test_every_document_states_one_stop_budget() -> None:
     stating = {name for name, values in found.items() if values}
     assert {"deploy/README.md", "deploy/agui-bridge.env.example", "deploy/agui-bridge.service"} <= stating, found
     assert "docs/operations.md" in stating, found
+
+
+# ---------------------------------------------------------------- env example and the recipes of deploy/README.md
+
+ENV_EXAMPLE = DEPLOY / "agui-bridge.env.example"
+#: What systemd and a shell read alike: no quotes, spaces, `$`, backslashes, `;` or backticks in a value.
+PORTABLE_ASSIGNMENT = re.compile(r"#?([A-Z][A-Z0-9_]*)=([^\s'\"$\\;`]*)")
+
+
+def env_example_values() -> dict[str, str]:
+    """The example's active assignments, read as systemd's EnvironmentFile= reads them (KEY=value lines)."""
+    values: dict[str, str] = {}
+    for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith(("#", ";")):
+            key, _, value = line.partition("=")
+            values[key] = value
+    return values
+
+
+def test_env_example_lines_read_the_same_by_systemd_and_a_shell() -> None:
+    """The recipes load the file with `set -a; . FILE; set +a`: every assignment, commented or not, is portable."""
+    for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        if "=" in line.split(" ", 1)[0] or (line and not line.startswith("#")):
+            assert PORTABLE_ASSIGNMENT.fullmatch(line), f"not portable between systemd and sh: {line!r}"
+    script = f'set -a; . "{ENV_EXAMPLE}"; set +a; env -0'
+    shell = subprocess.run(["bash", "-c", script], env={}, capture_output=True, check=True).stdout.decode()
+    read_by_shell = dict(item.split("=", 1) for item in shell.split("\0") if item.startswith("IAC_CODE_AGUI_"))
+    assert read_by_shell == env_example_values()
+
+
+def test_env_example_holds_every_setting_the_unit_sets_with_the_same_value(
+    unit: dict[str, list[tuple[str, str]]],
+) -> None:
+    from_unit = dict(value.split("=", 1) for key, value in unit["Service"] if key == "Environment")
+    bridge = {k: v.replace("%S", "/var/lib") for k, v in from_unit.items() if k.startswith("IAC_CODE_AGUI_")}
+    assert {"IAC_CODE_AGUI_HOST", "IAC_CODE_AGUI_PORT", "IAC_CODE_AGUI_STATE_DIR"} <= set(bridge)
+    example = env_example_values()
+    assert {key: example.get(key) for key in bridge} == bridge
+
+
+@pytest.fixture(scope="module")
+def recipes() -> dict[str, str]:
+    return deploy_recipes()
+
+
+def test_every_checkout_recipe_is_marked_for_the_test_that_runs_it(recipes: dict[str, str]) -> None:
+    """tests/e2e/test_deploy_recipes.py runs exactly these blocks: a recipe added unmarked would go untested."""
+    assert set(recipes) == {*SHARED_RECIPES, *HOST_RECIPES}
+
+
+@pytest.mark.parametrize("name", HOST_RECIPES)
+def test_host_recipes_load_the_env_file_and_name_every_file_by_its_full_path(
+    recipes: dict[str, str], name: str
+) -> None:
+    block = recipes[name]
+    assert 'set -a; . "$AGUI_ENV_FILE"; set +a\n' in block
+    relative = re.findall(r"(?<![/\w$])(?:deploy/|\.venv/|wsgi\.py)", block.replace('"$AGUI_HOME/', '"/'))
+    assert relative == [], f"{name}: paths relative to the current directory: {relative}"
+
+
+def test_recipes_install_the_host_versions_the_tests_use(recipes: dict[str, str]) -> None:
+    pinned = dict(
+        line.split("==", 1)
+        for line in (ROOT / "requirements-dev.txt").read_text(encoding="utf-8").splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    installs = re.findall(r"pip\" install '([A-Za-z0-9_.-]+)==([^']+)'", "\n".join(recipes.values()))
+    assert {name for name, _ in installs} == {"waitress", "uwsgi"}
+    assert all(pinned.get(name) == version for name, version in installs), (installs, pinned)
+
+
+def test_uwsgi_ini_finds_the_app_and_its_venv_from_any_directory() -> None:
+    ini = configparser.ConfigParser(strict=False, interpolation=None, comment_prefixes=(";", "#"))
+    ini.read_string((DEPLOY / "uwsgi.ini").read_text(encoding="utf-8"))
+    assert ini["uwsgi"]["chdir"] == "%d.."
+    assert ini["uwsgi"]["virtualenv"] == "%d../.venv"

@@ -2,9 +2,10 @@
 
 Every block marked `<!-- recipe: NAME -->` is run by `bash -e` as it stands in the README, with only the
 documented path variables (`AGUI_HOME`, `AGUI_ENV_FILE`) pointing at a copy of this checkout in a temporary
-directory, started from an unrelated directory. After the install block the env file is filled in as the
-README's step 2 says (the demo agent's URL and token, a client token; a temporary port, state directory and
-workspace root). One scratch virtualenv serves every host, as the recipes share their install.
+directory (and `AGUI_DEMO_PORT` at a free port), started from an unrelated directory. After the install block
+the README's demo agent block runs, and the env file is filled in as the README's step 2 says (the demo agent's
+URL and token, a client token; a temporary port, state directory and workspace root). One scratch virtualenv
+serves every host, as the recipes share their install.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import stat
 import subprocess
 import sysconfig
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from tests.support.agui_checks import assert_valid_agui_stream, event_types
 from tests.support.harness import REPO_ROOT, new_thread_id, run_body
 from tests.support.hub_guard import ENV_NAME as HUB_WATCHDOG_ENV
 from tests.support.hub_guard import GUARD, THRESHOLD_MS
-from tests.support.recipes import HOST_RECIPES, deploy_recipes
+from tests.support.recipes import DEMO_RECIPE, DEMO_TOKEN, HOST_RECIPES, deploy_recipes
 
 #: A scratch virtualenv and pip installs from the (warm) cache: minutes, not the default 120 s.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -60,16 +61,16 @@ class Scratch:
     elsewhere: Path
     environment: Mapping[str, str]
     demo_url: str
-    demo_token: str
 
 
-def recipe_environment(home: Path, env_file: Path) -> dict[str, str]:
+def recipe_environment(home: Path, env_file: Path, demo_port: int) -> dict[str, str]:
     """The caller's environment without the bridge's settings or this checkout's venv: only what the README sets."""
     own_venv = str(REPO_ROOT / ".venv")
     drop = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "AGUI_HOME", "AGUI_ENV_FILE")
     env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_") and k not in drop}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(own_venv))
-    env.update(AGUI_HOME=str(home), AGUI_ENV_FILE=str(env_file), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.update(AGUI_HOME=str(home), AGUI_ENV_FILE=str(env_file), AGUI_DEMO_PORT=str(demo_port))
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
 
 
@@ -94,7 +95,7 @@ def fill_in_env_file(scratch: Scratch, port: int) -> None:
     """Step 2 of the README, as an operator does it: the installed example plus the values of this host."""
     filled = {
         "IAC_CODE_AGUI_A2A_URL": scratch.demo_url,
-        "IAC_CODE_AGUI_A2A_TOKEN": scratch.demo_token,
+        "IAC_CODE_AGUI_A2A_TOKEN": DEMO_TOKEN,
         "IAC_CODE_AGUI_AUTH_TOKEN": CLIENT_TOKEN,
         "IAC_CODE_AGUI_PORT": str(port),
         "IAC_CODE_AGUI_STATE_DIR": str(scratch.state_dir),
@@ -111,8 +112,9 @@ def log_tail(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory, demo_url: str, demo_token: str) -> Scratch:
-    """A copy of the checkout installed by the README's `install` block, its env file filled in, then `state`."""
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scratch]:
+    """A copy of the checkout installed by the README's `install` block, its demo agent started by its own block,
+    the env file filled in, then the `state` block."""
     root = tmp_path_factory.mktemp("recipes")
     home = root / "checkout"
     shutil.copytree(REPO_ROOT, home, ignore=NOT_IN_A_CHECKOUT)
@@ -121,17 +123,23 @@ def scratch(tmp_path_factory: pytest.TempPathFactory, demo_url: str, demo_token:
     elsewhere = root / "elsewhere"
     for directory in (logs, elsewhere):
         directory.mkdir()
-    partial = Scratch(
+    demo_port = free_port()
+    scratch = Scratch(
         home, env_file, "", root / "state", root / "workspaces", logs, elsewhere,
-        recipe_environment(home, env_file), demo_url, demo_token,
+        recipe_environment(home, env_file, demo_port), f"http://127.0.0.1:{demo_port}/",
     )  # fmt: skip
-    installed = run_recipe(partial, "install", log_name="install.log")
+    installed = run_recipe(scratch, "install", log_name="install.log")
     assert installed.returncode == 0, log_tail(logs / "install.log")
-    scratch = replace(partial, example_as_installed=env_file.read_text(encoding="utf-8"))
-    fill_in_env_file(scratch, free_port())
-    prepared = run_recipe(scratch, "state", log_name="state.log")
-    assert prepared.returncode == 0, log_tail(logs / "state.log")
-    return scratch
+    scratch = replace(scratch, example_as_installed=env_file.read_text(encoding="utf-8"))
+    demo = start_blocks(scratch, ("variables", DEMO_RECIPE), logs / "demo-agent.log")
+    try:
+        wait_until_healthy(scratch.demo_url, demo)
+        fill_in_env_file(scratch, free_port())
+        prepared = run_recipe(scratch, "state", log_name="state.log")
+        assert prepared.returncode == 0, log_tail(logs / "state.log")
+        yield scratch
+    finally:
+        stop_group(demo.process)
 
 
 def test_the_install_block_copies_the_env_example_private(scratch: Scratch) -> None:
@@ -167,23 +175,29 @@ class Running:
     log_path: Path
 
 
-@contextlib.contextmanager
-def running(scratch: Scratch, name: str, port: int) -> Iterator[Running]:
-    """The host's block in `bash -e`, in a session of its own; stopped with SIGTERM to the whole group."""
-    fill_in_env_file(scratch, port)
-    script = "".join(deploy_recipes()[block] for block in ("variables", name))
-    log_path = scratch.logs / f"{name}.log"
-    if name in GEVENT_RECIPES:
-        GUARD.watch(log_path)
+def start_blocks(scratch: Scratch, names: Sequence[str], log_path: Path) -> Running:
+    """Blocks ending in a server, in `bash -e` in a session of their own (stopped by `stop_group`)."""
+    script = "".join(deploy_recipes()[name] for name in names)
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             ["bash", "-e", "-o", "pipefail", "-c", script], cwd=scratch.elsewhere, env=dict(scratch.environment),
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
+    return Running(process, log_path)
+
+
+@contextlib.contextmanager
+def running(scratch: Scratch, name: str, port: int) -> Iterator[Running]:
+    """The host's block after the variables, its env file on `port`; SIGTERM to the whole group at the end."""
+    fill_in_env_file(scratch, port)
+    log_path = scratch.logs / f"{name}.log"
+    if name in GEVENT_RECIPES:
+        GUARD.watch(log_path)
+    server = start_blocks(scratch, ("variables", name), log_path)
     try:
-        yield Running(process, log_path)
+        yield server
     finally:
-        stop_group(process)
+        stop_group(server.process)
         if name in GEVENT_RECIPES:
             GUARD.stopped(log_path)
 

@@ -10,6 +10,10 @@ from tests.support.harness import REPO_ROOT
 DEPLOY_README = REPO_ROOT / "deploy" / "README.md"
 #: Steps every checkout recipe shares, in order: the path variables, the install, the state directory.
 SHARED_RECIPES = ("variables", "install", "state")
+#: The demo agent to try the recipes with (a server in the foreground, as the hosts).
+DEMO_RECIPE = "demo-agent"
+#: The demo agent's token in the README (any value the operator chooses, written in two places).
+DEMO_TOKEN = "demo-token"
 #: The hosts: each block ends in its server, running in the foreground.
 HOST_RECIPES = ("gunicorn", "gunicorn-gthread", "gunicorn-sync", "waitress", "uwsgi")
 #: The marker, then (after blank lines only) a fenced shell block: its body is the recipe.

@@ -21,7 +21,7 @@ import yaml
 
 from agui_bridge.config.settings import Settings
 from agui_bridge.worker.stop_budget import MANAGED_CHILD_WAIT_S, STOP_BUDGET_EXTRA_S, stop_budget_s
-from tests.support.recipes import HOST_RECIPES, SHARED_RECIPES, deploy_recipes
+from tests.support.recipes import DEMO_RECIPE, DEMO_TOKEN, HOST_RECIPES, SHARED_RECIPES, deploy_recipes
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -580,7 +580,15 @@ def recipes() -> dict[str, str]:
 
 def test_every_checkout_recipe_is_marked_for_the_test_that_runs_it(recipes: dict[str, str]) -> None:
     """tests/e2e/test_deploy_recipes.py runs exactly these blocks: a recipe added unmarked would go untested."""
-    assert set(recipes) == {*SHARED_RECIPES, *HOST_RECIPES}
+    assert set(recipes) == {*SHARED_RECIPES, DEMO_RECIPE, *HOST_RECIPES}
+
+
+def test_the_demo_agent_recipe_and_the_env_file_it_asks_for_share_one_token(recipes: dict[str, str]) -> None:
+    readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
+    assert f"IACCODE_A2A_HTTP_TOKEN={DEMO_TOKEN} " in recipes[DEMO_RECIPE]
+    assert f"`IAC_CODE_AGUI_A2A_TOKEN={DEMO_TOKEN}`" in readme
+    assert '--port "${AGUI_DEMO_PORT:-41242}"' in recipes[DEMO_RECIPE]
+    assert "`IAC_CODE_AGUI_A2A_URL=http://127.0.0.1:41242/`" in readme
 
 
 @pytest.mark.parametrize("name", HOST_RECIPES)

@@ -1,4 +1,4 @@
-"""`agui-bridge` command line: serve, demo-agent, config show, state prune, doctor.
+"""`agui-bridge` command line: serve, demo-agent, config show, state init, state prune, doctor.
 
 Settings are declared once in `agui_bridge.config` (flag > IAC_CODE_AGUI_* environment > YAML >
 default). Tokens come only from the environment or the YAML file and are never printed. Invalid
@@ -178,6 +178,35 @@ def state_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def state_init(args: argparse.Namespace) -> int:
+    """Create the state directory 0700 (with its subdirectories) for the account that serves; idempotent.
+
+    An existing directory open to group or others, or owned by another account, is refused (exit 1)
+    and left as it is (agui_bridge/cli/state_init.py says why).
+    """
+    from agui_bridge.cli.state_init import EXIT_REFUSED, StateInitRefused, current_owner, init_state_dir, owner_named
+
+    resolved = resolve(args, os.environ)
+    settings = build_settings(resolved, os.environ, serving=False)
+    try:
+        owner = owner_named(args.owner) if args.owner else current_owner()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if owner.uid != os.getuid() and os.geteuid() != 0:
+        raise ConfigError(f"--owner {args.owner}: only root can create a directory for another account")
+    try:
+        created = init_state_dir(settings.state_dir, owner)
+    except StateInitRefused as exc:
+        print(f"agui-bridge: refusing to use the state directory: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    except OSError as exc:
+        print(f"agui-bridge: cannot create the state directory: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    done = f"created {', '.join(str(path) for path in created)}" if created else "already in place"
+    print(f"agui-bridge: state directory {settings.state_dir} (mode 0700, owner {owner.name}): {done}")
+    return 0
+
+
 def doctor(args: argparse.Namespace) -> int:
     """Check the deployment as `serve` would see it; exit 0 only when every check passed."""
     from agui_bridge.cli.doctor import render_json, render_text, run_checks, target_from
@@ -205,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
     show_parser.set_defaults(handler=config_show)
     state_parser = commands.add_parser("state", help="maintain the state directory")
     state_commands = state_parser.add_subparsers(dest="state_command", required=True)
+    init_parser = state_commands.add_parser("init", help="create the state directory 0700 for the serving account")
+    add_arguments(init_parser)
+    init_parser.add_argument("--owner", help="USER[:GROUP] to own it (root only; default: this user)")
+    init_parser.set_defaults(handler=state_init)
     prune_parser = state_commands.add_parser("prune", help="remove idle thread files past retention")
     add_arguments(prune_parser)
     prune_parser.add_argument("--dry-run", action="store_true", help="only report what would be removed")

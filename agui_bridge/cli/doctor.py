@@ -83,7 +83,8 @@ def check_state_dir(path: Path) -> list[Check]:
     """Exists, is a directory owned by this user and private (0700), writable, with room left."""
     if not path.is_dir():
         what = "is not a directory" if path.exists() else "does not exist"
-        return [Check("state-dir", False, f"{path} {what}", f"mkdir -m 700 -p {path} (as the service user)")]
+        fix = f"agui-bridge state init --state-dir {path} (as the service user)"
+        return [Check("state-dir", False, f"{path} {what}", fix)]
     checks = [Check("state-dir", True, f"{path} exists"), check_state_private(path)]
     checks.append(_check_writable(path))
     checks.append(_check_room(path))

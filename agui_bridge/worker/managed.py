@@ -24,6 +24,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 
 from agui_bridge.worker.fork import after_fork_in_child
+from agui_bridge.worker.stop_budget import MANAGED_CHILD_WAIT_S
 
 #: The bridge's own settings: never handed to the child (they include the AG-UI auth token).
 BRIDGE_PREFIX = "IAC_CODE_AGUI_"
@@ -206,7 +207,7 @@ class ManagedUpstream:
             return
         process.terminate()
         try:
-            process.wait(5)
+            process.wait(MANAGED_CHILD_WAIT_S)
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(5)
+            process.wait(MANAGED_CHILD_WAIT_S)

@@ -13,18 +13,21 @@ import os
 import re
 import runpy
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from agui_bridge.config.settings import Settings
+from agui_bridge.worker.stop_budget import MANAGED_CHILD_WAIT_S, STOP_BUDGET_EXTRA_S, stop_budget_s
+from tests.support.recipes import DEMO_RECIPE, DEMO_TOKEN, HOST_RECIPES, SHARED_RECIPES, deploy_recipes
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 STATE_DIR = "/var/lib/agui-bridge"
-#: `ManagedUpstream.stop` (agui_bridge/worker/managed.py): SIGTERM, wait 5 s, then SIGKILL and wait 5 s.
-MANAGED_CHILD_STOP_S = 10
+#: `ManagedUpstream.stop` (agui_bridge/worker/managed.py): SIGTERM, wait, then SIGKILL and wait.
+MANAGED_CHILD_STOP_S = 2 * MANAGED_CHILD_WAIT_S
 TOKEN_VARIABLES = ("IAC_CODE_AGUI_AUTH_TOKEN", "IAC_CODE_AGUI_A2A_TOKEN")
 
 
@@ -348,8 +351,14 @@ def test_unit_runs_unprivileged_and_hardened(unit: dict[str, list[tuple[str, str
 
 
 def test_env_example_sets_no_secret() -> None:
-    for line in (DEPLOY / "agui-bridge.env.example").read_text(encoding="utf-8").splitlines():
-        assert not line.strip() or line.lstrip().startswith("#"), f"example must only comment: {line}"
+    """Its active lines are the unit's non-secret settings; every token stays a commented, empty template."""
+    text = (DEPLOY / "agui-bridge.env.example").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key = line.partition("=")[0]
+            assert "TOKEN" not in key and "SECRET" not in key and "KEY" not in key, f"example sets a secret: {line}"
+    for name in TOKEN_VARIABLES:
+        assert re.search(rf"^#{name}=$", text, re.M), f"{name} must stay a commented, empty template"
 
 
 # ---------------------------------------------------------------- nginx
@@ -489,3 +498,130 @@ def test_every_env_file_install_line_closes_the_token_file_to_group_and_others()
     ]
     assert len(installs) >= 4, installs  # env example (twice), deploy/README (twice), Apache conf
     assert [(name, line) for name, line in installs if "install -m 0600 " not in line] == []
+
+
+# ---------------------------------------------------------------- one stop budget
+
+#: Where the stop budget is stated: each must give the same figure.
+BUDGET_DOCUMENTS = (
+    "README.md",
+    "deploy/README.md",
+    "deploy/agui-bridge.env.example",
+    "deploy/agui-bridge.service",
+    "deploy/Dockerfile",
+    "deploy/compose.yaml",
+    "docs/operations.md",
+    "docs/design.md",
+)
+#: "graceful_timeout + 30 s", "graceful-timeout + 30", "GRACEFUL_TIMEOUT + 30"
+BUDGET_PHRASE = re.compile(r"(?:graceful[_ -]timeout`?|this)\s*\+\s*(\d+)", re.I)
+
+
+def test_every_supervisor_setting_is_the_stop_budget(
+    unit: dict[str, list[tuple[str, str]]], graceful_timeout_s: int
+) -> None:
+    """systemd, compose, Docker and Kubernetes wait exactly the budget derived from the shipped graceful_timeout."""
+    budget = stop_budget_s(graceful_timeout_s)
+    assert duration_s(service_value(unit, "TimeoutStopSec")) == budget
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))
+    assert duration_s(compose["services"]["agui-bridge"]["stop_grace_period"]) == budget
+    stated = "\n".join((ROOT / name).read_text(encoding="utf-8") for name in BUDGET_DOCUMENTS)
+    docker = {int(n) for n in re.findall(r"--stop-timeout[ =](\d+)", stated)}
+    kubernetes = {int(n) for n in re.findall(r"terminationGracePeriodSeconds: (\d+)", stated)}
+    assert docker == {budget} and kubernetes == {budget}, (docker, kubernetes)
+
+
+def test_every_document_states_one_stop_budget() -> None:
+    """No file says "+ 10 s" while another says "+ 20": each statement is graceful_timeout + the one extra."""
+    found: dict[str, set[int]] = {}
+    for name in BUDGET_DOCUMENTS:
+        text = " ".join((ROOT / name).read_text(encoding="utf-8").split())  # statements may wrap lines
+        found[name] = {int(n) for n in BUDGET_PHRASE.findall(text)}
+    assert all(values <= {STOP_BUDGET_EXTRA_S} for values in found.values()), found
+    stating = {name for name, values in found.items() if values}
+    assert {"deploy/README.md", "deploy/agui-bridge.env.example", "deploy/agui-bridge.service"} <= stating, found
+    assert "docs/operations.md" in stating, found
+
+
+# ---------------------------------------------------------------- env example and the recipes of deploy/README.md
+
+ENV_EXAMPLE = DEPLOY / "agui-bridge.env.example"
+#: What systemd and a shell read alike: no quotes, spaces, `$`, backslashes, `;` or backticks in a value.
+PORTABLE_ASSIGNMENT = re.compile(r"#?([A-Z][A-Z0-9_]*)=([^\s'\"$\\;`]*)")
+
+
+def env_example_values() -> dict[str, str]:
+    """The example's active assignments, read as systemd's EnvironmentFile= reads them (KEY=value lines)."""
+    values: dict[str, str] = {}
+    for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith(("#", ";")):
+            key, _, value = line.partition("=")
+            values[key] = value
+    return values
+
+
+def test_env_example_lines_read_the_same_by_systemd_and_a_shell() -> None:
+    """The recipes load the file with `set -a; . FILE; set +a`: every assignment, commented or not, is portable."""
+    for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        if "=" in line.split(" ", 1)[0] or (line and not line.startswith("#")):
+            assert PORTABLE_ASSIGNMENT.fullmatch(line), f"not portable between systemd and sh: {line!r}"
+    script = f'set -a; . "{ENV_EXAMPLE}"; set +a; env -0'
+    shell = subprocess.run(["bash", "-c", script], env={}, capture_output=True, check=True).stdout.decode()
+    read_by_shell = dict(item.split("=", 1) for item in shell.split("\0") if item.startswith("IAC_CODE_AGUI_"))
+    assert read_by_shell == env_example_values()
+
+
+def test_env_example_holds_every_setting_the_unit_sets_with_the_same_value(
+    unit: dict[str, list[tuple[str, str]]],
+) -> None:
+    from_unit = dict(value.split("=", 1) for key, value in unit["Service"] if key == "Environment")
+    bridge = {k: v.replace("%S", "/var/lib") for k, v in from_unit.items() if k.startswith("IAC_CODE_AGUI_")}
+    assert {"IAC_CODE_AGUI_HOST", "IAC_CODE_AGUI_PORT", "IAC_CODE_AGUI_STATE_DIR"} <= set(bridge)
+    example = env_example_values()
+    assert {key: example.get(key) for key in bridge} == bridge
+
+
+@pytest.fixture(scope="module")
+def recipes() -> dict[str, str]:
+    return deploy_recipes()
+
+
+def test_every_checkout_recipe_is_marked_for_the_test_that_runs_it(recipes: dict[str, str]) -> None:
+    """tests/e2e/test_deploy_recipes.py runs exactly these blocks: a recipe added unmarked would go untested."""
+    assert set(recipes) == {*SHARED_RECIPES, DEMO_RECIPE, *HOST_RECIPES}
+
+
+def test_the_demo_agent_recipe_and_the_env_file_it_asks_for_share_one_token(recipes: dict[str, str]) -> None:
+    readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
+    assert f"IACCODE_A2A_HTTP_TOKEN={DEMO_TOKEN} " in recipes[DEMO_RECIPE]
+    assert f"`IAC_CODE_AGUI_A2A_TOKEN={DEMO_TOKEN}`" in readme
+    assert '--port "${AGUI_DEMO_PORT:-41242}"' in recipes[DEMO_RECIPE]
+    assert "`IAC_CODE_AGUI_A2A_URL=http://127.0.0.1:41242/`" in readme
+
+
+@pytest.mark.parametrize("name", HOST_RECIPES)
+def test_host_recipes_load_the_env_file_and_name_every_file_by_its_full_path(
+    recipes: dict[str, str], name: str
+) -> None:
+    block = recipes[name]
+    assert 'set -a; . "$AGUI_ENV_FILE"; set +a\n' in block
+    relative = re.findall(r"(?<![/\w$])(?:deploy/|\.venv/|wsgi\.py)", block.replace('"$AGUI_HOME/', '"/'))
+    assert relative == [], f"{name}: paths relative to the current directory: {relative}"
+
+
+def test_recipes_install_the_host_versions_the_tests_use(recipes: dict[str, str]) -> None:
+    pinned = dict(
+        line.split("==", 1)
+        for line in (ROOT / "requirements-dev.txt").read_text(encoding="utf-8").splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    installs = re.findall(r"pip\" install '([A-Za-z0-9_.-]+)==([^']+)'", "\n".join(recipes.values()))
+    assert {name for name, _ in installs} == {"waitress", "uwsgi"}
+    assert all(pinned.get(name) == version for name, version in installs), (installs, pinned)
+
+
+def test_uwsgi_ini_finds_the_app_and_its_venv_from_any_directory() -> None:
+    ini = configparser.ConfigParser(strict=False, interpolation=None, comment_prefixes=(";", "#"))
+    ini.read_string((DEPLOY / "uwsgi.ini").read_text(encoding="utf-8"))
+    assert ini["uwsgi"]["chdir"] == "%d.."
+    assert ini["uwsgi"]["virtualenv"] == "%d../.venv"

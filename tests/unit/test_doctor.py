@@ -55,7 +55,7 @@ def target(state_dir: Path, **changes: Any) -> Target:
 def test_missing_state_dir_fails_with_a_mkdir_fix(tmp_path: Path) -> None:
     (check,) = check_state_dir(tmp_path / "absent")
     assert not check.ok and check.name == "state-dir"
-    assert "does not exist" in check.detail and "mkdir -m 700" in check.fix
+    assert "does not exist" in check.detail and "agui-bridge state init" in check.fix
 
 
 def test_a_file_is_not_a_state_dir(tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ def python_sources() -> list[Path]:
         for folder in SEARCHED
         for path in (ROOT / folder).rglob("*.py")
         if not SKIPPED_DIRS.intersection(path.relative_to(ROOT).parts)
+        and not any(part.startswith(".") for part in path.relative_to(ROOT).parts)  # bench/.venv-ref, ...
     )
 
 

@@ -72,11 +72,16 @@ def serve(args: argparse.Namespace) -> int:
         managed.watch(lambda: _stop_for_lost_upstream(upstream_lost))
     created_metrics_dir = _prepare_metrics_dir(os.environ) if settings.metrics_enabled else None
     status = 0
+    master_pid = os.getpid()
     try:
         run_gunicorn(settings)
     except SystemExit as exit_:  # gunicorn's arbiter leaves through sys.exit
         status = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     finally:
+        # A worker is forked inside run_gunicorn and leaves through this frame too (sys.exit): the clean-up is
+        # the master's. A worker removing the metrics directory broke every later worker (HUP reload included).
+        if os.getpid() != master_pid:
+            managed = created_metrics_dir = None
         if managed is not None:
             managed.stop()
         if created_metrics_dir is not None:

@@ -114,7 +114,7 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
     return {
         "bind": [f"{settings.host}:{settings.port}"],
         "workers": settings.workers,
-        "worker_class": "gevent",
+        "worker_class": WORKER_CLASS,
         "worker_connections": settings.worker_connections,
         "timeout": TIMEOUT_S,
         "graceful_timeout": settings.graceful_timeout_s,
@@ -157,6 +157,10 @@ def config_from_environment(environ: Mapping[str, str] = os.environ) -> dict[str
 
 #: Seconds of `graceful_timeout` kept for stopping the runs still active after the drain wait.
 DRAIN_MARGIN_S = 10
+#: How long a worker that stopped accepting on SIGTERM still admits runs on the connections it had taken.
+ACCEPTED_GRACE_S = 1.0
+#: gunicorn's gevent worker, except that it stops accepting the moment SIGTERM arrives.
+WORKER_CLASS = "agui_bridge.worker.gevent_worker.DrainingGeventWorker"
 
 
 def post_worker_init(worker: Any) -> None:
@@ -174,7 +178,7 @@ def post_worker_init(worker: Any) -> None:
     require_patched()
 
     def on_term(sig: int, frame: Any) -> None:
-        worker.handle_exit(sig, frame)  # alive = False: gunicorn stops accepting
+        worker.handle_exit(sig, frame)  # alive = False; DrainingGeventWorker also stops accepting at once
         if getattr(worker, DRAIN_ATTRIBUTE, None) is None:  # one drain per worker, whatever the signals
             setattr(worker, DRAIN_ATTRIBUTE, gevent.spawn(drain_worker, worker))  # no blocking work in a handler
 
@@ -208,7 +212,10 @@ def drain_worker(worker: Any) -> None:
     host = worker_host(worker.wsgi)
     if host is None:
         return
-    stopped = host.loops.drain(max(0.0, float(worker.cfg.graceful_timeout) - DRAIN_MARGIN_S))
+    # A worker that stopped accepting at once (worker/gevent_worker.py) still admits the requests of the
+    # connections it took just before the signal: refusing them would refuse a run no other instance can take.
+    grace = ACCEPTED_GRACE_S if hasattr(worker, "stop_accepting") else 0.0
+    stopped = host.loops.drain(max(0.0, float(worker.cfg.graceful_timeout) - DRAIN_MARGIN_S), accepted_grace_s=grace)
     if stopped:
         worker.log.info("drain: stopped %d active run(s) with RUN_ERROR", stopped)
 

@@ -150,11 +150,18 @@ class WorkerLoops:
 
     # ---- drain -------------------------------------------------------------------------------
 
-    def drain(self, wait_s: float) -> int:
+    def drain(self, wait_s: float, *, accepted_grace_s: float = 0.0) -> int:
         """Graceful shutdown (docs/design.md#shutdown-drain): refuse new runs, give active ones `wait_s` to end
         on their own, then stop the rest with RUN_ERROR (their A2A tasks cancelled). Returns how many
-        streams had to be stopped."""
+        streams had to be stopped.
+
+        A host that stopped accepting connections first passes `accepted_grace_s`: the requests of the
+        connections it took just before are still read and admitted for that long (they are its own work, and
+        no other instance can serve them); only later requests (keep-alive) are refused."""
         deadline = time.monotonic() + wait_s
+        grace = min(accepted_grace_s, wait_s)
+        if grace > 0:
+            self.runtime.sleep(grace)
         self.service.begin_drain()
         while self.service.active_runs and time.monotonic() < deadline:
             self.runtime.sleep(DRAIN_POLL_S)

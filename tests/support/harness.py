@@ -9,6 +9,7 @@ import pwd
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -80,7 +81,9 @@ class BridgeServer:
     def __init__(
         self, a2a_url: str | None, a2a_token: str | None, state_dir: Path, allowed_root: Path | None, **options: Any
     ):
-        self.port = free_port()
+        #: A listening socket the test holds and hands over as systemd's socket activation does (`activated`).
+        self.listen_socket: socket.socket | None = options.pop("listen_socket", None)
+        self.port = free_port() if self.listen_socket is None else int(self.listen_socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}/"
         self.a2a_url = a2a_url
         self.a2a_token = a2a_token
@@ -111,10 +114,15 @@ class BridgeServer:
         args += ["--state-dir", str(self.state_dir)]
         for name, value in self.options.items():
             args += [f"--{name.replace('_', '-')}", str(value)]
+        inherited: tuple[int, ...] = ()
+        if self.listen_socket is not None:
+            args, inherited = activated(args, self.listen_socket.fileno()), (self.listen_socket.fileno(),)
         GUARD.watch(self.log_path)
         # The child writes through its own copy of the descriptor: ours closes at once (no ResourceWarning).
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(args, env=env, stdout=log, stderr=log, start_new_session=True)
+            self.process = subprocess.Popen(
+                args, env=env, stdout=log, stderr=log, start_new_session=True, pass_fds=inherited
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -166,6 +174,14 @@ class BridgeServer:
             assert response.status_code == 200, response.text
             raw = b"".join(response.iter_content(chunk_size=None))
         return assert_valid_agui_stream(raw, expect_terminal=expect)
+
+
+def activated(args: list[str], fd: int) -> list[str]:
+    """`args` started as systemd's socket activation starts a service: the socket as descriptor 3,
+    LISTEN_FDS=1 and LISTEN_PID naming the process itself (the shell's pid, which `exec` keeps; bash, as dash takes no
+    descriptor above 9)."""
+    handover = "" if fd == 3 else f" 3<&{fd} {fd}<&-"
+    return ["bash", "-c", f'export LISTEN_FDS=1 LISTEN_PID=$$; exec "$@"{handover}', "bash", *args]
 
 
 @contextlib.contextmanager

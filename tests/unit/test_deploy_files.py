@@ -350,6 +350,21 @@ def test_unit_runs_unprivileged_and_hardened(unit: dict[str, list[tuple[str, str
     assert set(service_value(unit, "RestrictAddressFamilies").split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
 
 
+def test_the_service_takes_its_socket_from_the_socket_unit_on_the_address_nginx_proxies_to(
+    unit: dict[str, list[tuple[str, str]]], nginx: list[list[str]]
+) -> None:
+    socket_unit = unit_entries((DEPLOY / "agui-bridge.socket").read_text(encoding="utf-8"))
+    (listen,) = [value for key, value in socket_unit["Socket"] if key == "ListenStream"]
+    required = [value for key, value in unit["Unit"] if key in ("Requires", "After")]
+    assert required.count("agui-bridge.socket") == 2, "the service must require and follow its socket"
+    environment = [value for key, value in unit["Service"] if key == "Environment"]
+    host_port = {name: value for name, _, value in (v.partition("=") for v in environment)}
+    assert listen == f"{host_port['IAC_CODE_AGUI_HOST']}:{host_port['IAC_CODE_AGUI_PORT']}"
+    upstreams = [words[1] for words in nginx if words[0] == "server" and len(words) == 2]
+    assert upstreams == [listen]
+    assert ("WantedBy", "sockets.target") in socket_unit["Install"]
+
+
 def test_env_example_sets_no_secret() -> None:
     """Its active lines are the unit's non-secret settings; every token stays a commented, empty template."""
     text = (DEPLOY / "agui-bridge.env.example").read_text(encoding="utf-8")

@@ -134,6 +134,25 @@ def test_a_drain_stops_what_is_still_open_when_the_wait_is_over(tmp_path: Path) 
     assert service.calls == ["begin_drain", "stop_streams"] and runtime.sleeps == []
 
 
+@pytest.mark.parametrize(("grace_s", "wait_s", "first_sleep"), [(1.0, 60.0, 1.0), (1.0, 0.5, 0.5)])
+def test_a_drain_admits_runs_of_connections_already_taken_for_the_grace_then_refuses(
+    tmp_path: Path, grace_s: float, wait_s: float, first_sleep: float
+) -> None:
+    service = _Service(tmp_path)
+    runtime = _CountingRuntime(service)
+    original_sleep = runtime.sleep
+
+    def sleep_before_refusal(seconds: float) -> None:
+        assert "begin_drain" not in service.calls  # new runs are still admitted during the grace
+        original_sleep(seconds)
+
+    runtime.sleep = sleep_before_refusal  # type: ignore[method-assign]
+    loops = WorkerLoops(runtime, service, beacon_interval_s=5.0, idle_shutdown_s=0.0)
+    assert loops.drain(wait_s, accepted_grace_s=grace_s) == 0
+    assert runtime.sleeps == [first_sleep]  # never longer than the whole wait
+    assert service.calls == ["begin_drain", "stop_streams"]
+
+
 def test_the_beacon_loop_is_started_once(tmp_path: Path) -> None:
     service = _Service(tmp_path)
     spawned: list[str] = []

@@ -16,7 +16,7 @@ import requests
 
 from tests.support.eventually import eventually
 from tests.support.harness import WsgiHost
-from tests.support.hub_block_app import BLOCK_PATH
+from tests.support.hub_block import BLOCK_PATH
 from tests.support.hub_guard import GUARD, HubReport
 from tests.support.prometheus import sample
 

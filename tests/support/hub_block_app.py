@@ -6,11 +6,8 @@ from __future__ import annotations
 
 from gevent import monkey
 
+from tests.support.hub_block import BLOCK_PATH, BLOCK_S
 from wsgi import app
-
-#: The route's path and how long it holds the hub (well past the test's 100 ms threshold).
-BLOCK_PATH = "/test-only/block-hub"
-BLOCK_S = 0.4
 
 
 def block_the_hub_on_purpose() -> str:

@@ -110,3 +110,11 @@ def test_every_relative_link_in_the_docs_resolves() -> None:
             elif anchor and destination.suffix == ".md" and anchor not in markdown_anchors(destination):
                 dead.append(f"{document.relative_to(ROOT)}: {target} (no such anchor)")
     assert dead == []
+
+
+def test_the_readme_is_a_front_door_whose_first_commands_are_the_two_set_up_commands() -> None:
+    """At most 200 lines (the reference lives in docs/), opening with the two commands a fresh machine needs."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    first_blocks = [block.strip("`\n").removeprefix("sh\n").strip() for block in FENCED_BLOCK.findall(text)[:2]]
+    assert first_blocks == ["bash scripts/serve", "bash scripts/test"]

@@ -35,6 +35,16 @@ MAX_LIST_ITEMS: Final = 256
 #: sources are bounded by the image rules and the body size instead.
 MAX_MESSAGE_TEXT_CHARS: Final = 1024 * 1024
 
+# ------------------------------------------------------------------------------------------- resume answers
+
+#: One resume answer's payload, as characters of compact JSON (counted from below, by a walk that stops at
+#: the cap): far above any real answer (a decision, an option id, a free text), and small enough that its
+#: schema validation stays short. Over it the answer is RESUME_PAYLOAD_INVALID (docs/design.md#answer-validation).
+MAX_ANSWER_JSON_CHARS: Final = 256 * 1024
+#: A string a `format` check scans (uri, hostname, email, ...): a longer one is no valid value of any checked
+#: format in an answer, and is refused before any pattern runs over it.
+MAX_FORMAT_VALUE_CHARS: Final = 64 * 1024
+
 # ------------------------------------------------------------------------------------------- cwd
 
 #: One path component (bytes, UTF-8), the usual NAME_MAX.

@@ -68,6 +68,7 @@ class MessageKey(StrEnum):
     RESUME_PAYLOAD_REQUIRED = "resume_payload_required"
     RESUME_PAYLOAD_INVALID = "resume_payload_invalid"
     RESUME_NO_ANSWER = "resume_no_answer"
+    RESUME_PAYLOAD_TOO_LARGE = "resume_payload_too_large"
     RESUME_ALREADY_APPLIED = "resume_already_applied"
     EXECUTION_EXPIRED = "execution_expired"
     TASK_MAPPING_FAILED = "task_mapping_failed"

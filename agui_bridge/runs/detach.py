@@ -10,7 +10,6 @@ given (its id, its record, its mailbox, whether it has ended), never the admissi
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
@@ -152,11 +151,11 @@ class Detacher:
         (no reader can ever reattach to it then)."""
         record = self._record
         assert record is not None
-        last_seen = time.monotonic()
+        last_seen = self._runtime.monotonic()
         interval_s = check_interval(self._window_s)
         while self._live() and not self._end.finished:
             self._runtime.sleep(interval_s)
-            now = time.monotonic()
+            now = self._runtime.monotonic()
             if record.stopped and not record.finished:
                 expired = True  # truncated or unwritable: every reattach is 410, no reader can come
             elif record.readers_present():

@@ -11,7 +11,7 @@ preflight events. It returns the `Upstream` that sends the answers, or ends the 
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 
 from agui_bridge.a2a import messages as a2a_messages
 from agui_bridge.a2a.signals import TERMINAL_STATES, A2AEvent
@@ -26,6 +26,17 @@ from agui_bridge.runs.ending import RunEnded
 from agui_bridge.runs.upstream import Upstream
 from agui_bridge.store import model
 from agui_bridge.store.store import StateError
+from agui_bridge.validation.run_input import ResumeAnswer
+from agui_bridge.worker.host import decode_off_hub
+
+
+def prepare_off_hub(
+    chosen: Sequence[tuple[ResumeAnswer, model.PendingInterrupt]],
+) -> list[resume_plan.PreparedAnswer]:
+    """`resume_plan.prepare` on a native thread of the body decoder's pool: the schema validation of a
+    large answer is CPU work that must not hold the hub (docs/design.md#answer-validation); in place where
+    gevent is not used (the stream is a thread of its own there)."""
+    return decode_off_hub(resume_plan.prepare, chosen)
 
 
 class ResumePreflight:
@@ -108,7 +119,7 @@ class ResumePreflight:
         selection = resume_plan.select(reconciled, answers, ticket.applied)
         if selection.new_interrupt:
             raise RunEnded(self._preflight_events(snapshot, catch_up) + turn.interrupt([]))
-        prepared = resume_plan.prepare(selection.answers)
+        prepared = yield from self._pacer.call(prepare_off_hub, selection.answers, name=call_name)
         preflight_events = self._preflight_events(snapshot, catch_up)
         if preflight_events:
             yield self._emitter.events(preflight_events)
@@ -143,4 +154,4 @@ class ResumePreflight:
         return events
 
 
-__all__ = ["ResumePreflight"]
+__all__ = ["ResumePreflight", "prepare_off_hub"]

@@ -34,13 +34,18 @@ class Cancellable(Stoppable, Protocol):
 
 
 class RunRegistry:
-    def __init__(self) -> None:
+    """`clock` is the runtime's `monotonic` (docs/design.md#runtime-backends): the process-wide registry's is
+    `time.monotonic`, the clock of both production runtimes; a test on a `FakeClock` builds its own registry on
+    that clock, so idle shutdown follows the time the test moves."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._leased: dict[str, Cancellable] = {}
         self._open: dict[Stoppable, None] = {}  # every open stream (runs and guidance), by identity
         self._admitting = 0  # requests between the capacity check and their stream's opening
         self._followers = 0  # reattach bodies open: they share the stream cap
-        self._last_activity = time.monotonic()
+        self._last_activity = self._clock()
 
     # ---- capacity ------------------------------------------------------------------------------
 
@@ -74,7 +79,7 @@ class RunRegistry:
                     return
                 released = True
                 self._followers -= 1
-                self._last_activity = time.monotonic()
+                self._last_activity = self._clock()
 
         return release
 
@@ -88,7 +93,7 @@ class RunRegistry:
         with self._lock:
             self._admitting -= 1
             self._open[stream] = None
-            self._last_activity = time.monotonic()
+            self._last_activity = self._clock()
 
     def open_leased(self, run_key: str, stream: Cancellable) -> None:
         """An admitted run takes over its reservation; the beacon and the cancel channel know it by its key."""
@@ -96,14 +101,14 @@ class RunRegistry:
             self._admitting -= 1
             self._open[stream] = None
             self._leased[run_key] = stream
-            self._last_activity = time.monotonic()
+            self._last_activity = self._clock()
 
     def close(self, stream: Stoppable, run_key: str | None = None) -> None:
         """The stream's body ended: it gives its place back (a stream never opened here changes nothing)."""
         with self._lock:
             if stream in self._open:
                 del self._open[stream]
-                self._last_activity = time.monotonic()
+                self._last_activity = self._clock()
             if run_key is not None and self._leased.get(run_key) is stream:
                 del self._leased[run_key]
 
@@ -122,13 +127,13 @@ class RunRegistry:
 
     @property
     def last_activity(self) -> float:
-        """`time.monotonic()` of the last admission, stream end or follower release (idle shutdown)."""
+        """The registry clock's time of the last admission, stream end or follower release (idle shutdown)."""
         return self._last_activity
 
     def touch(self) -> None:
         """Count now as activity (a worker's start: idleness is measured from it)."""
         with self._lock:
-            self._last_activity = time.monotonic()
+            self._last_activity = self._clock()
 
     def streams(self) -> list[Stoppable]:
         """Every open stream, for drain."""

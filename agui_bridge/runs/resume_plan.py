@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from agui_bridge.a2a import messages as a2a_messages
+from agui_bridge.config.limits import MAX_ANSWER_JSON_CHARS
 from agui_bridge.errors import (
     ExecutionLost,
     IncompleteResume,
@@ -19,11 +20,12 @@ from agui_bridge.errors import (
     ResumePayloadInvalid,
     UnknownInterrupt,
 )
+from agui_bridge.i18n.message_keys import MessageKey
 from agui_bridge.projection.interrupts import InputRequest, build_interrupt, option_title, response_schema
 from agui_bridge.projection.values import non_empty_str
 from agui_bridge.runs.digest import request_digest
 from agui_bridge.store import model
-from agui_bridge.validation.answers import conforms
+from agui_bridge.validation.answers import conforms, json_chars_exceed
 from agui_bridge.validation.run_input import ResumeAnswer
 
 PERMISSION = "permission"
@@ -188,7 +190,9 @@ def answer_text(value: dict[str, Any], payload: object) -> str:
 def prepare(chosen: Iterable[tuple[ResumeAnswer, model.PendingInterrupt]]) -> list[PreparedAnswer]:
     """Check every answer before anything is sent, so a bad one leaves A2A's wait untouched.
 
-    (docs/design.md#answer-validation)
+    A payload over MAX_ANSWER_JSON_CHARS is refused before its schema is looked at. The preflight calls this
+    off the hub: a large valid answer costs a native thread's time, not every stream's
+    (docs/design.md#answer-validation).
     """
     prepared: list[PreparedAnswer] = []
     for answer, entry in chosen:
@@ -201,6 +205,10 @@ def prepare(chosen: Iterable[tuple[ResumeAnswer, model.PendingInterrupt]]) -> li
             payload: object = {"decision": DENY} if permission and cancelled else answer.payload
             if not cancelled and not answer.has_payload:
                 raise ResumePayloadInvalid("resume_payload_required")
+            if json_chars_exceed(payload, MAX_ANSWER_JSON_CHARS):
+                raise ResumePayloadInvalid(
+                    MessageKey.RESUME_PAYLOAD_TOO_LARGE, params={"max": str(MAX_ANSWER_JSON_CHARS)}
+                )
             if not conforms(_schema_of(entry), payload):
                 raise ResumePayloadInvalid("resume_payload_invalid")
             if permission:

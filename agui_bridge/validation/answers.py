@@ -66,3 +66,33 @@ def payload_errors(schema: dict[str, Any], payload: Any) -> list[str]:
 
 def conforms(schema: dict[str, Any], payload: Any) -> bool:
     return not payload_errors(schema, payload)
+
+
+def json_chars_exceed(value: Any, limit: int) -> bool:
+    """Whether the compact JSON text of `value` is longer than `limit` characters.
+
+    Counted from below (a string's characters and quotes, escapes not counted; a number one character) by a
+    walk that stops once past `limit`, so an answer too large to validate cheaply is refused cheaply
+    (docs/design.md#answer-validation).
+    """
+    total = 0
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item) + 2
+        elif isinstance(item, dict):
+            total += 1 + len(item) + sum(len(key) + 3 for key in item)  # braces, commas; quoted keys, colons
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            total += 1 + len(item)  # brackets and commas
+            stack.extend(item)
+        elif item is None or item is True:
+            total += 4
+        elif item is False:
+            total += 5
+        else:
+            total += 1
+        if total > limit:
+            return True
+    return False

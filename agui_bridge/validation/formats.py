@@ -5,7 +5,8 @@ own checkers for several of them exist only when optional packages are installed
 packages cost a worker seconds at start (`rfc3987_syntax` builds a parser at import;
 docs/operations.md#worker-start), so none of them is a dependency: these predicates are what is checked,
 whatever happens to be installed. A value that is not a string conforms to every format (JSON Schema
-2020-12: a format applies to strings only).
+2020-12: a format applies to strings only). A string over `MAX_FORMAT_VALUE_CHARS` conforms to none: it is
+refused before any pattern or parser scans it, so a client's megabyte "URI" costs nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import ipaddress
 import re
 from collections.abc import Callable
 from datetime import date
+from functools import wraps
 from uuid import UUID
+
+from agui_bridge.config.limits import MAX_FORMAT_VALUE_CHARS
 
 _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})", re.ASCII)
 #: RFC 3339 `full-time`: seconds up to 60 (a leap second), any fraction, `Z` or a numeric offset.
@@ -40,6 +44,19 @@ _IP_FUTURE = re.compile(r"[vV][0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+", re.A
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
 
 
+def _bounded(check: Callable[[object], bool]) -> Callable[[object], bool]:
+    """`check`, preceded by the length bound: an over-long string fails before it is scanned."""
+
+    @wraps(check)
+    def bounded(value: object) -> bool:
+        if isinstance(value, str) and len(value) > MAX_FORMAT_VALUE_CHARS:
+            return False
+        return check(value)
+
+    return bounded
+
+
+@_bounded
 def is_date(value: object) -> bool:
     """RFC 3339 `full-date`: YYYY-MM-DD, a real calendar day."""
     if not isinstance(value, str):
@@ -54,11 +71,13 @@ def is_date(value: object) -> bool:
     return True
 
 
+@_bounded
 def is_time(value: object) -> bool:
     """RFC 3339 `full-time`: HH:MM:SS[.frac] and `Z` or an offset."""
     return not isinstance(value, str) or _TIME.fullmatch(value) is not None
 
 
+@_bounded
 def is_date_time(value: object) -> bool:
     """RFC 3339 `date-time`: a full-date, `T` (either case), a full-time."""
     if not isinstance(value, str):
@@ -67,11 +86,13 @@ def is_date_time(value: object) -> bool:
     return sep in ("T", "t") and is_date(day) and is_time(time)
 
 
+@_bounded
 def is_email(value: object) -> bool:
     """As jsonschema's own check: an `@` somewhere (mail addresses are not worth a grammar here)."""
     return not isinstance(value, str) or "@" in value
 
 
+@_bounded
 def is_ipv4(value: object) -> bool:
     if not isinstance(value, str):
         return True
@@ -82,6 +103,7 @@ def is_ipv4(value: object) -> bool:
     return True
 
 
+@_bounded
 def is_ipv6(value: object) -> bool:
     if not isinstance(value, str):
         return True
@@ -92,6 +114,7 @@ def is_ipv6(value: object) -> bool:
     return address.scope_id is None  # RFC 4291 text has no zone index
 
 
+@_bounded
 def is_hostname(value: object) -> bool:
     """RFC 1123: dot-separated labels, at most 253 characters (a trailing dot allowed)."""
     if not isinstance(value, str):
@@ -102,6 +125,7 @@ def is_hostname(value: object) -> bool:
     return all(_LABEL.fullmatch(label) for label in name.split("."))
 
 
+@_bounded
 def is_uri(value: object) -> bool:
     """RFC 3986 `URI`: a scheme, then an authority and path, a query and a fragment, all percent-encoded."""
     if not isinstance(value, str):
@@ -115,6 +139,7 @@ def is_uri(value: object) -> bool:
     return _IP_FUTURE.fullmatch(literal) is not None or is_ipv6(literal)
 
 
+@_bounded
 def is_uuid(value: object) -> bool:
     """RFC 4122 text form: 32 hex digits in the 8-4-4-4-12 groups."""
     if not isinstance(value, str):

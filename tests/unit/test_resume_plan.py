@@ -6,11 +6,13 @@ docs/design.md#decision-applied-answer-is-already-applied.
 
 from __future__ import annotations
 
+import json
 import socket
 from typing import Any
 
 import pytest
 
+from agui_bridge.config.limits import MAX_ANSWER_JSON_CHARS
 from agui_bridge.errors import (
     BridgeError,
     ExecutionLost,
@@ -23,7 +25,7 @@ from agui_bridge.projection.interrupts import InputRequest, build_interrupt, col
 from agui_bridge.protocol.ids import emitted_id
 from agui_bridge.runs import resume_plan as plan
 from agui_bridge.store.model import PendingInterrupt
-from agui_bridge.validation.answers import FORMAT_CHECKER, REQUIRED_FORMATS, payload_errors
+from agui_bridge.validation.answers import FORMAT_CHECKER, REQUIRED_FORMATS, json_chars_exceed, payload_errors
 from agui_bridge.validation.run_input import ResumeAnswer
 
 PERM = {"kind": "permission", "inputId": "p1", "toolUseId": "t1", "required": True}
@@ -160,12 +162,45 @@ def test_prepare_accepts(value: dict[str, Any], ans: ResumeAnswer, expected: tup
         (QUESTION, answer("q1", payload={"freeText": ""}), "resume_payload_invalid"),
         (QUESTION, answer("q1", payload={"selectedId": "small", "freeText": "x"}), "resume_payload_invalid"),
         (CANDIDATES, answer("c1", payload={"freeText": "own"}), "resume_payload_invalid"),
+        (QUESTION, answer("q1", payload={"freeText": "x" * MAX_ANSWER_JSON_CHARS}), "resume_payload_too_large"),
+        (
+            QUESTION,
+            answer("q1", payload={"freeText": ["x"] * (MAX_ANSWER_JSON_CHARS // 4)}),
+            "resume_payload_too_large",
+        ),
+        (PERM, answer("p1", payload={"decision": "deny", "why": "x" * 10**7}), "resume_payload_too_large"),
     ],
 )
 def test_prepare_refuses(value: dict[str, Any], ans: ResumeAnswer, key: str) -> None:
     with pytest.raises(ResumePayloadInvalid) as error:
         plan.prepare([(ans, entry(value))])
     assert error.value.message_key == key
+
+
+def test_a_payload_over_the_answer_bound_names_the_bound_in_its_message() -> None:
+    with pytest.raises(ResumePayloadInvalid) as error:
+        plan.prepare([(answer("q1", payload={"freeText": "x" * MAX_ANSWER_JSON_CHARS}), entry(QUESTION))])
+    assert error.value.params == {"max": str(MAX_ANSWER_JSON_CHARS)}
+
+
+@pytest.mark.parametrize(
+    ("value", "chars"),
+    [
+        ("abc", 5),
+        (12345, 1),  # numbers count from below: one character
+        (None, 4),
+        (True, 4),
+        (False, 5),
+        ([], 1),
+        (["a", "b"], 3 + 3 + 3),
+        ({"k": "v"}, 2 + 4 + 3),
+        ({"k": [1, {"j": None}]}, 2 + 4 + 3 + 1 + 2 + 4 + 4),
+    ],
+)
+def test_json_chars_exceed_counts_compact_json_from_below(value: object, chars: int) -> None:
+    assert not json_chars_exceed(value, chars)
+    assert json_chars_exceed(value, chars - 1)
+    assert chars <= len(json.dumps(value, separators=(",", ":")))
 
 
 def test_plan_sends() -> None:

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, unwrap
+from agui_bridge.config.limits import MAX_ANSWER_JSON_CHARS
 from agui_bridge.config.settings import Settings
+from agui_bridge.i18n.language import translate
 from agui_bridge.protocol.sse_parser import parse_body
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.stream import RunStream, StreamDeps
@@ -221,6 +223,19 @@ def test_invalid_resumes_send_nothing_and_stay_retryable(
     retry = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
     retry.streams["SendStreamingMessage"] = [done(h.context_id)]
     h.resume([allow()], retry, expect_terminal="success")
+
+
+def test_an_answer_over_the_size_bound_is_refused_before_validation_and_stays_retryable(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    payload = {"decision": "allow_once", "note": "x" * MAX_ANSWER_JSON_CHARS}
+    events = h.resume([{"interruptId": "perm-1", "status": "resolved", "payload": payload}], client,
+                      expect_terminal="RUN_ERROR")  # fmt: skip
+    assert error_code(events) == "RESUME_PAYLOAD_INVALID"
+    assert events[-1]["message"] == translate("resume_payload_too_large", "en", max=str(MAX_ANSWER_JSON_CHARS))
+    assert client.methods() == ["ensure-restored", "GetTask", "pipeline-state"]
+    assert list(h.state().execution.pending) == ["perm-1"]
 
 
 def test_cancelled_permission_is_sent_as_deny(tmp_path: Path) -> None:

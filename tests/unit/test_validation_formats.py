@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agui_bridge.config.limits import MAX_FORMAT_VALUE_CHARS
 from agui_bridge.validation.answers import REQUIRED_FORMATS, payload_errors
 from agui_bridge.validation.formats import FORMAT_CHECKS
 
@@ -111,3 +112,16 @@ def test_answer_formats_are_checked_without_jsonschemas_optional_packages() -> N
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "date-time,hostname,time,uri"
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix"),
+    [("uri", "https://example.com/"), ("email", "someone@example.com/")],
+)
+def test_a_string_over_the_format_bound_conforms_to_no_format(name: str, prefix: str) -> None:
+    """A megabyte "URI" is refused by its length, before any pattern scans it (docs/design.md#answer-validation)."""
+    check = FORMAT_CHECKS[name]
+    longest = prefix + "a" * (MAX_FORMAT_VALUE_CHARS - len(prefix))
+    assert check(longest)
+    assert not check(longest + "a")
+    assert not check(prefix + "a" * (12 * 1024 * 1024))

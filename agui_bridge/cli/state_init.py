@@ -118,13 +118,14 @@ def init_state_dir(root: Path, owner: Owner) -> list[Path]:
             if problem is not None:
                 raise problem
     created: list[Path] = []
-    root.parent.mkdir(parents=True, exist_ok=True)
-    parent_fd = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        if make_private_directory(parent_fd, root, owner):
-            created.append(root)
-    finally:
-        os.close(parent_fd)
+    if not root.is_dir():  # an existing root (even `.`, which has no name in its parent) was checked above
+        root.parent.mkdir(parents=True, exist_ok=True)
+        parent_fd = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if make_private_directory(parent_fd, root, owner):
+                created.append(root)
+        finally:
+            os.close(parent_fd)
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)  # the operator's path: a link they chose is followed
     try:
         for name in subdirectories:

@@ -12,7 +12,7 @@ from flask import Flask, Response, g, request
 from agui_bridge.config.settings import Settings, load_settings, require_a2a_upstream
 from agui_bridge.kernel.client import A2AClient
 from agui_bridge.observability import tracing
-from agui_bridge.observability.logs import reset_log_context
+from agui_bridge.observability.logs import reset_log_context, warn_once_if_logging_unconfigured
 from agui_bridge.runs.observer import NULL_OBSERVER, NullObserver
 from agui_bridge.runs.service import BridgeService
 from agui_bridge.store.store import ThreadStore
@@ -76,9 +76,10 @@ def create_app(settings: Settings | None = None) -> Flask:
     `agui-bridge serve`; an invalid value, or no A2A URL (there is no default), raises ConfigError. Nothing
     process-wide is set up here (logging, tracing, the switch interval): a process that serves calls
     `worker.process.configure_process` first, and only then does the app trace its requests
-    (docs/design.md#process-setup).
+    (docs/design.md#process-setup). When nobody set logging up, it says so once, as a WARNING.
     """
     settings = settings or load_settings(os.environ)
+    warn_once_if_logging_unconfigured()
     require_a2a_upstream(settings)  # no default URL: the app is built for a kernel someone named
     assert settings.a2a_url is not None
     app = Flask("agui_bridge")

@@ -100,21 +100,60 @@ def init_state_dir(root: Path, owner: Owner) -> list[Path]:
 
     Every existing directory is checked before anything is created, so a refusal changes nothing.
     Missing parents are created as `mkdir -p` would (the umask's mode, this process's owner).
+    Each directory is created relative to its parent's descriptor and its mode and owner set through its
+    own, opened without following a symbolic link: the account that owns the root could otherwise swap a
+    directory just created for a link, and root would chmod/chown the link's target.
     """
-    wanted = [root, *(root / name for name in state_subdirectories())]
-    for path in wanted:
-        if path.exists() or path.is_symlink():
+    subdirectories = state_subdirectories()
+    if root.exists() or root.is_symlink():
+        problem = refusal(root, owner)
+        if problem is not None:
+            raise problem
+    for name in subdirectories:
+        path = root / name
+        if path.is_symlink():
+            raise symlink_refusal(path)
+        if path.exists():
             problem = refusal(path, owner)
             if problem is not None:
                 raise problem
     created: list[Path] = []
-    root.parent.mkdir(parents=True, exist_ok=True)
-    for path in wanted:
-        if path.is_dir():
-            continue
-        path.mkdir(mode=DIR_MODE)
-        os.chmod(path, DIR_MODE)  # mkdir's mode is filtered by the umask
-        if (owner.uid, owner.gid) != (os.getuid(), os.getgid()):
-            os.chown(path, owner.uid, owner.gid)
-        created.append(path)
+    if not root.is_dir():  # an existing root (even `.`, which has no name in its parent) was checked above
+        root.parent.mkdir(parents=True, exist_ok=True)
+        parent_fd = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if make_private_directory(parent_fd, root, owner):
+                created.append(root)
+        finally:
+            os.close(parent_fd)
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)  # the operator's path: a link they chose is followed
+    try:
+        for name in subdirectories:
+            if make_private_directory(root_fd, root / name, owner):
+                created.append(root / name)
+    finally:
+        os.close(root_fd)
     return created
+
+
+def symlink_refusal(path: Path) -> StateInitRefused:
+    return StateInitRefused(f"{path} is a symbolic link", "remove it: state init creates the directory itself")
+
+
+def make_private_directory(parent_fd: int, path: Path, owner: Owner) -> bool:
+    """Create `path` (named relative to `parent_fd`) 0700 owned by `owner`; False when it existed already."""
+    try:
+        os.mkdir(path.name, DIR_MODE, dir_fd=parent_fd)
+    except FileExistsError:
+        return False
+    try:
+        fd = os.open(path.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+    except OSError:  # ELOOP or ENOTDIR: replaced since the mkdir
+        raise symlink_refusal(path) from None
+    try:
+        os.fchmod(fd, DIR_MODE)  # mkdir's mode is filtered by the umask
+        if (owner.uid, owner.gid) != (os.getuid(), os.getgid()):
+            os.fchown(fd, owner.uid, owner.gid)
+    finally:
+        os.close(fd)
+    return True

@@ -225,3 +225,27 @@ def configure_logging(level: str = "info", log_format: str = "text") -> None:
     handler.addFilter(RedactingFilter())
     logger.addHandler(handler)
     logger.propagate = False
+
+
+#: Whether this process has already been told that nobody set its logging up (once is enough).
+_unconfigured_warned = False
+
+
+def logging_unconfigured() -> bool:
+    """Neither the bridge's handler on the package logger nor any handler on the root logger: records would go
+    to Python's last-resort handler (warnings and above, unformatted, unredacted ids)."""
+    bridge_handler = any(getattr(h, "_agui_bridge", False) for h in logging.getLogger("agui_bridge").handlers)
+    return not bridge_handler and not logging.getLogger().handlers
+
+
+def warn_once_if_logging_unconfigured() -> None:
+    """An operator's own WSGI file that builds the app without `configure_process` learns it once
+    (docs/operations.md#upgrading-from-earlier-versions); a warning changes nothing process-wide."""
+    global _unconfigured_warned
+    if _unconfigured_warned or not logging_unconfigured():
+        return
+    _unconfigured_warned = True
+    logging.getLogger("agui_bridge.app").warning(
+        "logging is not set up: call agui_bridge.worker.process.configure_process(settings) before "
+        "create_app (as wsgi.py does) to get the bridge's log format, level and tracing"
+    )

@@ -6,9 +6,10 @@ activation or USR2, new workers after HUP) would have served it. This worker sto
 in the signal handler itself: connections not yet accepted stay in the kernel's backlog for whichever process
 accepts next. It also ends the keep-alive connections that sit idle between two requests (a proxy's pooled
 upstream connections, a client's session): their next request would otherwise reach a worker that refuses it,
-while on a new connection it waits for the next instance. The rest of the shutdown (close the servers, let open
-requests finish for `graceful_timeout`, then stop them) is gunicorn's, unchanged; after SIGTERM gunicorn closes
-every connection once its response is written.
+while on a new connection it waits for the next instance. A connection whose next request has begun to arrive
+(bytes in the socket, or bytes its parser already read) is not idle: that request gets the drain's answer. The
+rest of the shutdown (close the servers, let open requests finish for `graceful_timeout`, then stop them) is
+gunicorn's, unchanged; after SIGTERM gunicorn closes every connection once its response is written.
 
 Imported by the gunicorn master (it loads the worker class, as it loads its own gevent worker), so gevent is
 imported here unpatched, exactly as `worker_class = "gevent"` does.
@@ -16,12 +17,14 @@ imported here unpatched, exactly as `worker_class = "gevent"` does.
 
 from __future__ import annotations
 
+import socket
+import ssl
 import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import gevent
 from gevent.event import Event
@@ -50,6 +53,52 @@ class NamedListener:
         return getattr(self._listener, name)
 
 
+class ObservedClient:
+    """A plain client socket as gunicorn reads it, counting the bytes received: a drain must not take a connection
+    whose parser has read part of its next request (then waiting for the rest) for an idle one."""
+
+    __slots__ = ("_socket", "bytes_received")
+
+    def __init__(self, client: Any) -> None:
+        self._socket = client
+        self.bytes_received = 0
+
+    def recv(self, *args: Any) -> bytes:
+        data: bytes = self._socket.recv(*args)
+        self.bytes_received += len(data)
+        return data
+
+    def has_unread_data(self) -> bool:
+        """Bytes wait in the kernel's buffer (never blocks: safe in a hub callback; a closed or failed socket has
+        none to lose)."""
+        raw = getattr(self._socket, "_sock", self._socket)  # gevent's socket would wait on EAGAIN
+        try:
+            return bool(raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except OSError:  # BlockingIOError: nothing there yet
+            return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._socket, name)
+
+
+class KeepAliveWait(NamedTuple):
+    """A connection waiting for its next request: the timeout that ends the wait, and what it had read when the
+    wait began (None: a TLS connection, whose reads are not counted)."""
+
+    keepalive: gevent.Timeout
+    client: ObservedClient | None
+    received_at_start: int
+
+
+def has_begun_next_request(wait: KeepAliveWait) -> bool:
+    """Whether bytes of the next request arrived since the wait began: already read by the parser (half a head) or
+    still in the socket (docs/design.md#shutdown-drain)."""
+    client = wait.client
+    if client is None:
+        return False
+    return client.bytes_received > wait.received_at_start or client.has_unread_data()
+
+
 class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
     """`worker_class = "agui_bridge.worker.gevent_worker.DrainingGeventWorker"` (set by worker/hooks.py)."""
 
@@ -59,8 +108,10 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         self._exit_requested: Event | None = None
         #: How many times each connection's greenlet has waited for a request (1: its first one).
         self._request_waits: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        #: Each connection's greenlet's client socket, as its parser reads it.
+        self._clients: weakref.WeakKeyDictionary[Any, ObservedClient] = weakref.WeakKeyDictionary()
         #: Connections idle between two requests, with the keep-alive timeout that ends their wait.
-        self._idle: dict[Any, gevent.Timeout] = {}
+        self._idle: dict[Any, KeepAliveWait] = {}
 
     def stop_accepting(self) -> None:
         """Stop taking connections from the listening sockets and end the idle keep-alive ones (idempotent, safe
@@ -69,16 +120,25 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         for server in self.servers:
             server.stop_accepting()
         loop = gevent.get_hub().loop
-        for connection, keepalive in list(self._idle.items()):
-            loop.run_callback(self._end_if_still_idle, connection, keepalive)
+        for connection, wait in list(self._idle.items()):
+            loop.run_callback(self._end_if_still_idle, connection, wait)
         if self._exit_requested is not None:
             self._exit_requested.set()
 
-    def _end_if_still_idle(self, connection: Any, keepalive: gevent.Timeout) -> None:
+    def _end_if_still_idle(self, connection: Any, wait: KeepAliveWait) -> None:
         """As if its keep-alive timeout had expired (gunicorn closes the connection quietly), unless a request
-        arrived since the drain began: then it is served like any request taken before the drain."""
-        if self._idle.get(connection) is keepalive:
-            connection.throw(keepalive)
+        has begun to arrive: then it gets the drain's answer like any request taken before the drain (closing the
+        socket with unread bytes would reset a request the client fully sent)."""
+        if self._idle.get(connection) is wait and not has_begun_next_request(wait):
+            connection.throw(wait.keepalive)
+
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+        """gunicorn's handling of a connection, with its plain socket's reads counted (a TLS socket is passed as
+        is: gunicorn needs its type)."""
+        if not isinstance(client, ssl.SSLSocket):
+            client = ObservedClient(client)
+            self._clients[gevent.getcurrent()] = client
+        super().handle(listener, client, addr)
 
     @contextmanager
     def timeout_ctx(self) -> Iterator[None]:
@@ -90,7 +150,9 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         self._request_waits[current] = waits
         keepalive = gevent.Timeout(self.cfg.keepalive, False)
         if waits > 1:
-            self._idle[current] = keepalive
+            client = self._clients.get(current)
+            received = client.bytes_received if client is not None else 0
+            self._idle[current] = KeepAliveWait(keepalive, client, received)
         try:
             with keepalive:
                 yield

@@ -70,6 +70,11 @@ RENDER_WHOLE = (
     ".then((m) => { const d = document.createElement('div'); d.append(m.renderMarkdown(text)); done(d.innerHTML); },"
     " (e) => done(`ERR ${e}`));"
 )
+#: Records the type of every Blob the console makes a URL for (the page's CSP does not let it fetch blob: URLs).
+RECORD_BLOB_TYPES = (
+    "window.blobTypes = []; const make = URL.createObjectURL;"
+    " URL.createObjectURL = (blob) => { window.blobTypes.push(blob.type); return make(blob); };"
+)
 READ_CLIPBOARD = (
     "const done = arguments[arguments.length - 1]; navigator.clipboard.readText().then(done, (e) => done(`ERR ${e}`));"
 )
@@ -196,6 +201,7 @@ def test_a_markdown_answer_renders_as_html_with_a_highlighted_copyable_template(
     driver: Any, console_bridge: BridgeServer, workspace: Path, tmp_path: Path
 ) -> None:
     open_console(driver, console_bridge, workspace)
+    driver.execute_script(RECORD_BLOB_TYPES)
     driver.execute_cdp_cmd(
         "Browser.grantPermissions",
         {"origin": console_bridge.url.rstrip("/"), "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
@@ -237,6 +243,9 @@ def test_a_markdown_answer_renders_as_html_with_a_highlighted_copyable_template(
     download = artifact.find_element("css selector", "a.download")
     assert download.get_attribute("download") == "vpc.ros.yaml"
     assert download.get_attribute("href").startswith("blob:")
+    # An artifact's download link never carries its media type: a blob: URL is the console's origin, so agent
+    # text/html or SVG opened from it would run there.
+    assert driver.execute_script("return window.blobTypes") == ["application/octet-stream"]
     downloads = tmp_path / "downloads"
     downloads.mkdir()
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})

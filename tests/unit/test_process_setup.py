@@ -14,7 +14,7 @@ import pytest
 
 from agui_bridge.app import create_app
 from agui_bridge.config.settings import Settings
-from agui_bridge.observability import tracing
+from agui_bridge.observability import logs, tracing
 from agui_bridge.observability.logs import JsonFormatter, TextFormatter, configure_logging
 from agui_bridge.worker.process import configure_process
 
@@ -115,3 +115,46 @@ def test_wsgi_module_sets_up_the_documented_log_format(tmp_path: Path) -> None:
         "formatters": [JsonFormatter.__name__],
         "propagate": False,
     }
+
+
+class RecordsKept(logging.Handler):
+    """Keeps the records the package logger sees (not the bridge's handler: logging stays unconfigured)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_the_app_factory_warns_once_when_nobody_set_logging_up(
+    unconfigured_process: None, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # pytest's own capture counts as a set-up
+    monkeypatch.setattr(logs, "_unconfigured_warned", False)
+    kept = RecordsKept()
+    PACKAGE_LOGGER.addHandler(kept)
+    try:
+        create_app(settings)
+        create_app(settings)
+    finally:
+        PACKAGE_LOGGER.removeHandler(kept)
+    (warning,) = kept.records
+    assert warning.levelno == logging.WARNING
+    assert "configure_process" in warning.getMessage()
+
+
+def test_the_app_factory_says_nothing_about_logging_once_configure_process_ran(
+    unconfigured_process: None, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    monkeypatch.setattr(logs, "_unconfigured_warned", False)
+    configure_process(settings)
+    kept = RecordsKept()
+    PACKAGE_LOGGER.addHandler(kept)
+    try:
+        create_app(settings)
+    finally:
+        PACKAGE_LOGGER.removeHandler(kept)
+    assert [record.getMessage() for record in kept.records if "configure_process" in record.getMessage()] == []

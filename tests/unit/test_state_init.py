@@ -126,3 +126,40 @@ def test_a_directory_of_another_account_is_refused(tmp_path: Path, capsys: pytes
     os.chown(state, account.pw_uid, account.pw_gid)
     assert init(state) == EXIT_REFUSED
     assert f"is owned by uid {account.pw_uid}" in capsys.readouterr().err
+
+
+def test_a_symlink_planted_where_a_subdirectory_goes_is_refused_and_its_target_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    target = tmp_path / "shadow"
+    target.mkdir(mode=0o700)
+    (state / state_subdirectories()[0]).symlink_to(target)
+    assert init(state) == EXIT_REFUSED
+    assert "is a symbolic link" in capsys.readouterr().err
+
+
+def test_a_subdirectory_swapped_for_a_symlink_after_its_creation_is_refused_and_its_target_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state"
+    target = tmp_path / "shadow"
+    target.write_text("secret", encoding="utf-8")
+    target.chmod(0o640)
+    before = target.stat()
+    swapped = state_subdirectories()[0]
+    real_mkdir = os.mkdir
+
+    def mkdir_then_swap(path: str | Path, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        """The owner of the state root racing the command: the new subdirectory becomes a link at once."""
+        real_mkdir(path, mode, dir_fd=dir_fd)
+        if Path(path).name == swapped:
+            os.rmdir(path, dir_fd=dir_fd)
+            os.symlink(target, path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_then_swap)
+    assert init(state) == EXIT_REFUSED
+    assert "is a symbolic link" in capsys.readouterr().err
+    after = target.stat()
+    assert (stat.S_IMODE(after.st_mode), after.st_uid, after.st_gid) == (0o640, before.st_uid, before.st_gid)

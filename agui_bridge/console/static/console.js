@@ -463,8 +463,9 @@ function inlineText(part) {
 function inlineArtifact(part, text, fallbackName) {
   const filename = part.filename || (part.metadata && part.metadata.sourcePath) || fallbackName || "artifact.txt";
   const language = languageOf(filename) || languageOf(part.mediaType);
-  const mediaType = typeof part.mediaType === "string" && /^[\w.+-]+\/[\w.+-]+$/.test(part.mediaType) ? part.mediaType : "text/plain";
-  const url = URL.createObjectURL(new Blob([text], { type: `${mediaType};charset=utf-8` }));
+  // Always octet-stream: a blob: URL belongs to the console's origin, so agent text/html or SVG opened from it
+  // would run there (the `download` attribute keeps the file name).
+  const url = URL.createObjectURL(new Blob([text], { type: "application/octet-stream" }));
   state.blobUrls.push(url);
   const name = filename.slice(filename.lastIndexOf("/") + 1);
   const download = el("a", { class: "download", href: url, download: name, text: "Download" });

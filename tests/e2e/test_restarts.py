@@ -31,7 +31,7 @@ from tests.support.eventually import eventually
 from tests.support.harness import REPO_ROOT, BridgeServer, StreamReader, new_thread_id, run_body
 from tests.support.hub_guard import ENV_NAME as HUB_WATCHDOG_ENV
 from tests.support.hub_guard import GUARD, THRESHOLD_MS
-from tests.support.nginx import nginx_binary, private_nginx
+from tests.support.nginx import private_nginx, require_nginx
 from tests.support.processes import gone
 
 pytestmark = pytest.mark.e2e
@@ -121,8 +121,8 @@ def test_socket_activated_restart_serves_every_run_started_meanwhile(
     tmp_path: Path, demo_url: str, demo_token: str, through: str
 ) -> None:
     """Directly, and through the shipped nginx site (whose pooled upstream connections the drain closes)."""
-    if through == "nginx" and nginx_binary() is None:
-        pytest.skip("nginx is not installed (scripts/lint-deploy installs it)")
+    if through == "nginx":
+        require_nginx()
     state = tmp_path / "state"
     with contextlib.ExitStack() as stack:
         listener = stack.enter_context(held_listening_socket())

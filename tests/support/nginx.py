@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agui_bridge.demo.testing import free_port
+from tests.support.ci import skip_or_fail_in_ci
 from tests.support.eventually import eventually
 from tests.support.harness import REPO_ROOT
 
@@ -24,6 +25,12 @@ SITE = REPO_ROOT / "deploy" / "nginx" / "agui-bridge.conf"
 def nginx_binary() -> str | None:
     found = shutil.which("nginx")
     return found or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+
+
+def require_nginx() -> None:
+    """Skip a test that needs nginx when it is absent (fail it when CI is set: scripts/test installs it)."""
+    if nginx_binary() is None:
+        skip_or_fail_in_ci("nginx is not installed (run: bash scripts/install-host-tools)")
 
 
 def adapted_site(port: int, upstream: str, prefix: Path) -> str:
@@ -53,7 +60,7 @@ def main_config(prefix: Path, site: Path) -> str:
 def private_nginx(upstream_port: int, prefix: Path) -> Iterator[str]:
     """Run the site in front of 127.0.0.1:`upstream_port`; yields its base URL."""
     binary = nginx_binary()
-    assert binary, "nginx is not installed (scripts/lint-deploy installs it)"
+    assert binary, "nginx is not installed (scripts/install-host-tools installs it)"
     prefix.mkdir(parents=True, exist_ok=True)
     port = free_port()
     site = prefix / "agui-bridge.conf"

@@ -15,7 +15,7 @@ import requests
 
 from agui_bridge.demo.testing import free_port
 from tests.support.harness import new_thread_id, run_body
-from tests.support.nginx import private_nginx, require_nginx
+from tests.support.nginx import bridge_error_envelope, private_nginx, require_nginx
 
 pytestmark = pytest.mark.e2e
 
@@ -25,13 +25,9 @@ def _needs_nginx() -> None:
     require_nginx()
 
 
-#: What the bridge itself answers when it refuses a run (agui_bridge/web/http_errors.py, catalog en).
-BRIDGE_REFUSAL = {
-    "error": {
-        "code": "SERVICE_UNAVAILABLE",
-        "message": "The AG-UI bridge is not accepting new runs right now. Retry later.",
-    }
-}
+#: What the bridge itself answers when it refuses a run (agui_bridge/web/http_errors.py), its message read from
+#: the English catalog rather than copied.
+BRIDGE_REFUSAL = bridge_error_envelope("SERVICE_UNAVAILABLE", "service_unavailable")
 
 
 @pytest.mark.parametrize(

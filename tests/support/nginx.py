@@ -7,12 +7,14 @@ its access log path (all under a temporary prefix). One process (`master_process
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from agui_bridge.demo.testing import free_port
 from tests.support.ci import skip_or_fail_in_ci
@@ -20,6 +22,14 @@ from tests.support.eventually import eventually
 from tests.support.harness import REPO_ROOT
 
 SITE = REPO_ROOT / "deploy" / "nginx" / "agui-bridge.conf"
+ENGLISH_CATALOG = REPO_ROOT / "agui_bridge" / "i18n" / "catalog" / "en.json"
+
+
+def bridge_error_envelope(code: str, catalog_key: str) -> dict[str, Any]:
+    """The bridge's error envelope (docs/http-api.md) with the catalog's English message: what the site's own
+    JSON answers copy, so they must match it word for word."""
+    catalog = json.loads(ENGLISH_CATALOG.read_text(encoding="utf-8"))
+    return {"error": {"code": code, "message": catalog[catalog_key]}}
 
 
 def nginx_binary() -> str | None:

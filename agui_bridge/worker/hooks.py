@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agui_bridge.worker.readiness import WorkerReadyNotice
+from agui_bridge.worker.readiness import WORKER_READY_LOG, WorkerReadyNotice
 
 if TYPE_CHECKING:
     from agui_bridge.config.settings import Settings
@@ -109,6 +109,8 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
             start_hub_watchdog(
                 settings.hub_watchdog_ms, count_and_log_report if settings.metrics_enabled else log_report
             )
+        # Before the notice, so a READY=1 always finds this line already written (docs/operations.md#readiness).
+        worker.log.info("%s %s", WORKER_READY_LOG, worker.pid)
         ready_notice.worker_ready()  # last: the accept loop starts next
 
     return {

@@ -22,6 +22,8 @@ from collections.abc import MutableMapping
 NOTIFY_SOCKET = "NOTIFY_SOCKET"
 WAITING_STATUS = "STATUS=agui-bridge: listening, waiting for the first worker"
 READY_MESSAGE = "READY=1\nSTATUS=agui-bridge: a worker answers"
+#: Logged by each worker once its app is built, right before it wakes the notice (followed by its pid).
+WORKER_READY_LOG = "agui-bridge: app built, accepting connections: worker"
 
 
 def sd_notify(address: str, message: str) -> bool:

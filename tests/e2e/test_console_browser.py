@@ -319,6 +319,17 @@ def test_agent_html_and_script_urls_never_run_or_reach_the_dom(
     assert_no_page_errors(driver)
 
 
+#: Installs an input listener noting, per keystroke, that the answer was still being rendered as it streamed and
+#: the run was still going (Send stays disabled while it runs).
+STREAMING_WHEN_TYPED = """
+window.__streamingWhenTyped = [];
+document.querySelector('#message').addEventListener('input', () => {
+  const streaming = document.querySelector("#transcript .msg.assistant .body[data-rendered='streaming']") !== null;
+  window.__streamingWhenTyped.push(streaming && document.querySelector('#send').disabled);
+});
+"""
+
+
 def test_a_20000_delta_answer_renders_completely_while_the_page_stays_responsive(
     driver: Any, console_bridge: BridgeServer, workspace: Path
 ) -> None:
@@ -326,9 +337,14 @@ def test_a_20000_delta_answer_renders_completely_while_the_page_stays_responsive
     send_message(driver, "[LONG 20000]")
     wait_for(lambda: css(driver, "#transcript .msg.assistant .body[data-rendered='streaming']"), 60, "first rendering")
     # While it streams the page takes input (the bench measures how long it all takes: bench/console_render.py).
+    # WebDriver queues keys until the page's main thread is free, so the value alone would also come after a page
+    # that froze until the end: each keystroke records whether the answer was still streaming when it landed.
+    driver.execute_script(STREAMING_WHEN_TYPED)
     composer = css(driver, "#message")[0]
     composer.send_keys("typed while streaming")
     assert composer.get_attribute("value") == "typed while streaming"
+    states = driver.execute_script("return window.__streamingWhenTyped")
+    assert len(states) == len("typed while streaming") and all(states), states
     answer = final_answer(driver, timeout_s=110)
     words = answer.get_attribute("textContent").split()
     assert len(words) == 20000

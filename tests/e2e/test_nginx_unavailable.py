@@ -15,20 +15,19 @@ import requests
 
 from agui_bridge.demo.testing import free_port
 from tests.support.harness import new_thread_id, run_body
-from tests.support.nginx import nginx_binary, private_nginx
+from tests.support.nginx import bridge_error_envelope, private_nginx, require_nginx
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed (scripts/lint-deploy installs it)"),
-]
+pytestmark = pytest.mark.e2e
 
-#: What the bridge itself answers when it refuses a run (agui_bridge/web/http_errors.py, catalog en).
-BRIDGE_REFUSAL = {
-    "error": {
-        "code": "SERVICE_UNAVAILABLE",
-        "message": "The AG-UI bridge is not accepting new runs right now. Retry later.",
-    }
-}
+
+@pytest.fixture(autouse=True)
+def _needs_nginx() -> None:
+    require_nginx()
+
+
+#: What the bridge itself answers when it refuses a run (agui_bridge/web/http_errors.py), its message read from
+#: the English catalog rather than copied.
+BRIDGE_REFUSAL = bridge_error_envelope("SERVICE_UNAVAILABLE", "service_unavailable")
 
 
 @pytest.mark.parametrize(

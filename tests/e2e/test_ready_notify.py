@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from agui_bridge.demo.testing import free_port
+from agui_bridge.worker.readiness import WORKER_READY_LOG
 from tests.support.harness import REPO_ROOT
 
 pytestmark = pytest.mark.e2e
@@ -55,6 +56,9 @@ def test_ready_comes_from_the_main_pid_once_a_worker_answers(tmp_path: Path) -> 
                     messages.append(receive_with_sender(sock))
                 except TimeoutError:
                     raise AssertionError(f"no READY=1: {log_path.read_text()[-2000:]}") from None
+            # The GET alone would pass after an early READY=1 too (it waits in the backlog for a worker): a worker
+            # must already have said it built its app when the notice arrives.
+            assert WORKER_READY_LOG in log_path.read_text(errors="replace"), log_path.read_text()[-2000:]
             assert requests.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
         finally:
             os.killpg(serve.pid, signal.SIGTERM)

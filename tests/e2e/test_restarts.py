@@ -21,18 +21,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
 from agui_bridge.demo.testing import free_port
-from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.agui_checks import TERMINAL_EVENT_TYPES, assert_valid_agui_stream
 from tests.support.eventually import eventually
 from tests.support.harness import REPO_ROOT, BridgeServer, StreamReader, new_thread_id, run_body
 from tests.support.hub_guard import ENV_NAME as HUB_WATCHDOG_ENV
 from tests.support.hub_guard import GUARD, THRESHOLD_MS
-from tests.support.nginx import nginx_binary, private_nginx
-from tests.support.processes import gone
+from tests.support.nginx import private_nginx, require_nginx
+from tests.support.processes import gone, running
 
 pytestmark = pytest.mark.e2e
 
@@ -121,8 +122,8 @@ def test_socket_activated_restart_serves_every_run_started_meanwhile(
     tmp_path: Path, demo_url: str, demo_token: str, through: str
 ) -> None:
     """Directly, and through the shipped nginx site (whose pooled upstream connections the drain closes)."""
-    if through == "nginx" and nginx_binary() is None:
-        pytest.skip("nginx is not installed (scripts/lint-deploy installs it)")
+    if through == "nginx":
+        require_nginx()
     state = tmp_path / "state"
     with contextlib.ExitStack() as stack:
         listener = stack.enter_context(held_listening_socket())
@@ -251,15 +252,65 @@ def assert_exists(path: Path) -> None:
 # ------------------------------------------------------------------------------- what a client sees while stopping
 
 
+#: Long enough that a worker which kept accepting (or kept an idle connection) until its run ended is caught:
+#: every check below has a deadline well inside it.
+LONG_RUN = "slow [SLOW 20]"
+#: Longer than LONG_RUN, so the drain never cuts the run short.
+GRACEFUL_TIMEOUT = {"IAC_CODE_AGUI_GRACEFUL_TIMEOUT": "60"}
+
+
+class StreamInBackground:
+    """A run's stream read on a thread, so a test can ask whether the run has ended at a given moment."""
+
+    def __init__(self, response: requests.Response) -> None:
+        self.reader = StreamReader(response)
+        self.streaming = threading.Event()
+        self.ended = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _seen(self, events: list[dict[str, Any]]) -> bool:
+        if any(event["type"] == "TEXT_MESSAGE_CONTENT" for event in events):
+            self.streaming.set()
+        if any(event["type"] in TERMINAL_EVENT_TYPES for event in events):
+            self.ended.set()
+        return self.ended.is_set()
+
+    def _read(self) -> None:
+        self.reader.until(self._seen, timeout_s=RUN_TIMEOUT_S)
+        self.reader.rest()
+        self.ended.set()
+
+    def wait_streaming(self) -> None:
+        assert self.streaming.wait(30), self.reader.raw[-2000:]
+        assert not self.ended.is_set(), self.reader.raw[-2000:]
+
+    def whole(self) -> bytes:
+        self._thread.join(RUN_TIMEOUT_S)
+        assert not self._thread.is_alive(), "the run's stream did not end"
+        return self.reader.raw
+
+
+def only_worker(server: BridgeServer) -> int:
+    (worker,) = [pid for pid in server.child_pids() if pid != server.managed_child_pid()]
+    return worker
+
+
+def assert_still_streaming(stream: StreamInBackground, worker: int) -> None:
+    """The run has sent no terminal event and its worker has not exited: what was just seen came from the drain,
+    not from the end of the run."""
+    assert not stream.ended.is_set(), "the run had already ended"
+    assert running(worker), "the draining worker had already exited"
+
+
 def test_gunicorn_without_a_held_socket_refuses_new_connections_while_active_runs_finish(
     tmp_path: Path, demo_url: str, demo_token: str
 ) -> None:
-    server = BridgeServer(
-        demo_url, demo_token, tmp_path / "state", tmp_path, workers=1, env={"IAC_CODE_AGUI_GRACEFUL_TIMEOUT": "20"}
-    ).start()
+    server = BridgeServer(demo_url, demo_token, tmp_path / "state", tmp_path, workers=1, env=GRACEFUL_TIMEOUT).start()
     try:
-        active = StreamReader(server.post(run_body(new_thread_id(), "slow [SLOW 3]", tmp_path)))
-        active.until(lambda events: any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events))
+        worker = only_worker(server)
+        active = StreamInBackground(server.post(run_body(new_thread_id(), LONG_RUN, tmp_path)))
+        active.wait_streaming()
         assert server.process is not None
         os.kill(server.process.pid, signal.SIGTERM)
 
@@ -270,8 +321,9 @@ def test_gunicorn_without_a_held_socket_refuses_new_connections_while_active_run
                 return
             raise AssertionError("a new connection was still accepted")
 
-        eventually(refused, timeout_s=5)
-        assert_valid_agui_stream(active.rest(), expect_terminal="RUN_FINISHED")
+        eventually(refused, timeout_s=10)
+        assert_still_streaming(active, worker)
+        assert_valid_agui_stream(active.whole(), expect_terminal="RUN_FINISHED")
     finally:
         server.stop()
 
@@ -283,21 +335,26 @@ def test_a_draining_worker_closes_idle_keep_alive_connections_at_once(
     worker that would refuse it (a proxy's pooled upstream connections are such connections)."""
     with held_listening_socket() as listener:
         server = BridgeServer(
-            demo_url, demo_token, tmp_path / "state", tmp_path, workers=1, listen_socket=listener,
-            env={"IAC_CODE_AGUI_GRACEFUL_TIMEOUT": "20"},
-        ).start()  # fmt: skip
+            demo_url, demo_token, tmp_path / "state", tmp_path, workers=1, listen_socket=listener, env=GRACEFUL_TIMEOUT
+        ).start()
         try:
-            active = StreamReader(server.post(run_body(new_thread_id(), "slow [SLOW 4]", tmp_path)))
-            active.until(lambda events: any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events))
+            worker = only_worker(server)
+            active = StreamInBackground(server.post(run_body(new_thread_id(), LONG_RUN, tmp_path)))
+            active.wait_streaming()
             kept = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
             kept.request("GET", "/health")
             response = kept.getresponse()
             assert response.status == 200 and response.read() and not response.will_close
             assert server.process is not None and kept.sock is not None
             os.kill(server.process.pid, signal.SIGTERM)  # the worker drains while its run is still active
-            kept.sock.settimeout(3)  # the run streams for 4 s: the close comes from the drain, not the exit
-            assert kept.sock.recv(1) == b"", "the idle connection was not closed"
-            assert_valid_agui_stream(active.rest(), expect_terminal="RUN_FINISHED")
+            kept.sock.settimeout(10)  # well inside the run: a close at the worker's exit would come too late
+            try:
+                closed = kept.sock.recv(1) == b""
+            except TimeoutError:
+                closed = False
+            assert closed, "the idle connection was not closed while the run was active"
+            assert_still_streaming(active, worker)
+            assert_valid_agui_stream(active.whole(), expect_terminal="RUN_FINISHED")
         finally:
             server.stop()
 
@@ -309,7 +366,7 @@ def test_a_sigkilled_worker_is_replaced_and_answers_again(tmp_path: Path, demo_u
     """Readiness only (the time it takes is measured by bench/worker_respawn.py)."""
     server = BridgeServer(demo_url, demo_token, tmp_path / "state", tmp_path, workers=1).start()
     try:
-        (worker,) = [pid for pid in server.child_pids() if pid != server.managed_child_pid()]
+        worker = only_worker(server)
         os.kill(worker, signal.SIGKILL)
         assert gone(worker)
 

@@ -14,14 +14,11 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
+from tests.support.ci import ci_is_set
 from tests.support.harness import REPO_ROOT, BridgeServer
 
 TOKEN = "console-e2e-token"
 SCREENSHOTS = REPO_ROOT / "tests" / "artifacts" / "screenshots"
-
-
-def _ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def _executable(env_name: str, *names: str) -> str | None:
@@ -55,7 +52,7 @@ def headless_chromium() -> Iterator[Any]:
     """A Selenium driver of headless Chromium; skips the test without a browser (fails it when CI is set)."""
     missing = _missing()
     if missing is not None:
-        if _ci():
+        if ci_is_set():
             pytest.fail(f"console browser tests cannot run: {missing}; CI is set, so they may not be skipped")
         pytest.skip(f"console browser tests skipped: {missing}")
     from selenium import webdriver

@@ -7,23 +7,40 @@ its access log path (all under a temporary prefix). One process (`master_process
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from agui_bridge.demo.testing import free_port
+from tests.support.ci import skip_or_fail_in_ci
 from tests.support.eventually import eventually
 from tests.support.harness import REPO_ROOT
 
 SITE = REPO_ROOT / "deploy" / "nginx" / "agui-bridge.conf"
+ENGLISH_CATALOG = REPO_ROOT / "agui_bridge" / "i18n" / "catalog" / "en.json"
+
+
+def bridge_error_envelope(code: str, catalog_key: str) -> dict[str, Any]:
+    """The bridge's error envelope (docs/http-api.md) with the catalog's English message: what the site's own
+    JSON answers copy, so they must match it word for word."""
+    catalog = json.loads(ENGLISH_CATALOG.read_text(encoding="utf-8"))
+    return {"error": {"code": code, "message": catalog[catalog_key]}}
 
 
 def nginx_binary() -> str | None:
     found = shutil.which("nginx")
     return found or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+
+
+def require_nginx() -> None:
+    """Skip a test that needs nginx when it is absent (fail it when CI is set: scripts/test installs it)."""
+    if nginx_binary() is None:
+        skip_or_fail_in_ci("nginx is not installed (run: bash scripts/install-host-tools)")
 
 
 def adapted_site(port: int, upstream: str, prefix: Path) -> str:
@@ -53,7 +70,7 @@ def main_config(prefix: Path, site: Path) -> str:
 def private_nginx(upstream_port: int, prefix: Path) -> Iterator[str]:
     """Run the site in front of 127.0.0.1:`upstream_port`; yields its base URL."""
     binary = nginx_binary()
-    assert binary, "nginx is not installed (scripts/lint-deploy installs it)"
+    assert binary, "nginx is not installed (scripts/install-host-tools installs it)"
     prefix.mkdir(parents=True, exist_ok=True)
     port = free_port()
     site = prefix / "agui-bridge.conf"

@@ -12,15 +12,20 @@ def process_environment(pid: int) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
+def running(pid: int) -> bool:
+    """The process exists and has not exited (a zombie nobody reaped yet has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != b"Z"
+
+
 def gone(pid: int, timeout_s: float = 10.0) -> bool:
     """The process no longer exists (or is a zombie nobody reaped yet)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            return True
-        if state == b"Z":
+        if not running(pid):
             return True
         time.sleep(0.1)
     return False

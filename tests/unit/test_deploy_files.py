@@ -20,7 +20,9 @@ import pytest
 import yaml
 
 from agui_bridge.config.settings import Settings
+from agui_bridge.errors import BridgeError, RequestTooLarge, ServiceUnavailable
 from agui_bridge.worker.stop_budget import MANAGED_CHILD_WAIT_S, STOP_BUDGET_EXTRA_S, stop_budget_s
+from tests.support.nginx import bridge_error_envelope
 from tests.support.recipes import DEMO_RECIPE, DEMO_TOKEN, HOST_RECIPES, SHARED_RECIPES, deploy_recipes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -386,6 +388,21 @@ def nginx() -> list[list[str]]:
 
 def nginx_values(nginx: list[list[str]], name: str) -> list[list[str]]:
     return [words[1:] for words in nginx if words[0] == name]
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "error"),
+    [("503", "SERVICE_UNAVAILABLE", ServiceUnavailable), ("413", "REQUEST_TOO_LARGE", RequestTooLarge)],
+)
+def test_nginx_json_answers_are_the_bridges_envelope_with_its_english_message(
+    nginx: list[list[str]], status: str, code: str, error: type[BridgeError]
+) -> None:
+    """The site answers these itself, in a copy of the bridge's body (docs/http-api.md): the copy must follow
+    the bridge's code and the English catalog's message."""
+    assert (error.code, str(error.http_status)) == (code, status)
+    (body,) = [words[2] for words in nginx if words[:2] == ["return", status]]
+    assert body.endswith("\\n")  # nginx turns it into a newline; the lexer here keeps it as written
+    assert json.loads(body.removesuffix("\\n")) == bridge_error_envelope(code, error.default_key)
 
 
 def test_nginx_streams_without_buffering(nginx: list[list[str]]) -> None:

@@ -6,7 +6,7 @@ This launcher drains first, as gunicorn's hooks do: new runs get 503, active str
 then waitress stops. It also starts the hourly retention sweep (and --idle-shutdown) that gunicorn's hook
 starts. Settings come from the IAC_CODE_AGUI_* environment (HOST, PORT, GRACEFUL_TIMEOUT, ...), parsed and
 validated by `agui_bridge.config.load_settings` as for every entry point (an invalid value or a missing A2A
-URL is one line and status 2); the stream cap defaults to `threads - 2`.
+URL is one line and status 2, docs/configuration.md#exit-codes); the stream cap defaults to `threads - 2`.
 
 The stop goes through waitress's own loop, not a signal to itself: a SIGINT inherited as ignored (a
 background start from a script) cannot keep the process up (docs/design.md#shutdown-drain).

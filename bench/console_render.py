@@ -14,6 +14,10 @@ most every 250 ms); and, from a probe injected into the page, the longest main-t
 of a 50 ms interval timer) and the long tasks Chromium reports (count, longest, total). The browser
 test (tests/e2e/test_console_browser.py) only checks that such an answer completes; numbers live here.
 
+The budget each answer is judged against (`budget`, a table in the report): it renders completely (the final
+rendering is reported), the final rendering follows the run's end within 1 s, the first rendering comes
+within 1 s of Send, and the main thread never stalls longer than 0.5 s (the page stays usable while it streams).
+
     bash bench/run --console-render [--deltas 20000] [--kinds plain,markdown] [--date YYYY-MM-DD]
 
 writes bench/results/<date>-console-render.json and .md. Run by hand, never part of the tests.
@@ -39,6 +43,11 @@ import harness as h
 TOKEN = "bench-console-token"
 KINDS = ("plain", "markdown")
 RUN_TIMEOUT_S = 600.0
+#: The time budget of one answer: the longest main-thread stall, the final rendering after the run's end and
+#: the first rendering after Send.
+MAX_STALL_BUDGET_MS = 500.0
+FINAL_AFTER_END_BUDGET_S = 1.0
+FIRST_RENDER_BUDGET_S = 1.0
 
 #: Counts main-thread stalls (a 50 ms timer's lateness) and Chromium's long tasks; installed by the bench
 #: through the driver (not part of the console).
@@ -191,6 +200,35 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def budget(case: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """(what, goal, measured, met) of one answer against the console's time budget."""
+    final_s, end_s = case.get("final_render_s"), case.get("run_end_s")
+    after_end = None if final_s is None or end_s is None else round(final_s - end_s, 3)
+    stall = case.get("max_main_thread_stall_ms")
+    first = case.get("first_render_s")
+    return [
+        ("renders completely", "final rendering reported", "yes" if final_s is not None else "no", final_s is not None),
+        (
+            "final rendering after the run's end",
+            f"<= {FINAL_AFTER_END_BUDGET_S} s",
+            f"{after_end} s",
+            after_end is not None and after_end <= FINAL_AFTER_END_BUDGET_S,
+        ),
+        (
+            "longest main-thread stall",
+            f"<= {MAX_STALL_BUDGET_MS:.0f} ms",
+            f"{stall} ms",
+            stall is not None and stall <= MAX_STALL_BUDGET_MS,
+        ),
+        (
+            "first rendering after Send",
+            f"<= {FIRST_RENDER_BUDGET_S} s",
+            f"{first} s",
+            first is not None and first <= FIRST_RENDER_BUDGET_S,
+        ),
+    ]
+
+
 def markdown(result: dict[str, Any]) -> str:
     meta = result["meta"]
     lines = [
@@ -211,6 +249,16 @@ def markdown(result: dict[str, Any]) -> str:
             f"{case['run_end_s']} | {case['final_render_s']} | {case['renders']} | "
             f"{case['max_main_thread_stall_ms']} | {tasks['count']} | {tasks['max_ms']} | {tasks['total_ms']} |"
         )
+    lines += [
+        "",
+        "Budget (bench/console_render.py):",
+        "",
+        "| answer | budget | goal | measured | met |",
+        "|---|---|---|---|---|",
+    ]
+    for case in result["cases"]:
+        for what, goal, measured, met in budget(case):
+            lines.append(f"| {case['kind']} | {what} | {goal} | {measured} | {'met' if met else 'not met'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -148,10 +148,11 @@ def require_demo_extra() -> None:
 
 
 def require_a2a_upstream(settings: Settings, *, starts_managed_child: bool = False) -> None:
-    """Every entry point's one check that it has an A2A upstream before it serves; ConfigError (one line,
-    exit 2) otherwise. With a URL there is nothing to check. Without one, only an entry point that starts a
-    managed child (`serve`) has an upstream, and for the demo agent its packages must be installed
-    (docs/design.md#managed-upstream)."""
+    """Every entry point's one check that it has an A2A upstream before it serves; ConfigError (one line)
+    otherwise, with the exit status of that entry point (docs/configuration.md#exit-codes: 2 for `serve`, 3 for
+    `wsgi.py` under gunicorn, 22 under uWSGI). With a URL there is nothing to check. Without one, only an entry
+    point that starts a managed child (`serve`) has an upstream, and for the demo agent its packages must be
+    installed (docs/design.md#managed-upstream)."""
     if settings.a2a_url is not None:
         return
     if not starts_managed_child:

@@ -50,7 +50,8 @@
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { createServer } from "node:http";
 import { join, resolve } from "node:path";
-import { HttpAgent } from "@ag-ui/client";
+import { HttpAgent, parseSSEStream } from "@ag-ui/client";
+import { Subject } from "rxjs";
 
 // The client reads this at call time; make sure nothing silences the warnings
 // the deviation stage relies on.
@@ -87,32 +88,28 @@ function collectFiles(paths) {
   return files;
 }
 
-/** threadId/runId of the first `data:` record (tolerates CRLF so the real error surfaces later). */
-function runIdentity(raw) {
-  const text = raw.toString("utf8");
-  for (const line of text.split("\n")) {
-    if (!line.startsWith("data:")) continue;
-    try {
-      const event = JSON.parse(line.slice(5).replace(/\r$/, ""));
-      if (event && typeof event === "object") {
-        return {
-          threadId: typeof event.threadId === "string" ? event.threadId : undefined,
-          runId: typeof event.runId === "string" ? event.runId : undefined,
-        };
-      }
-    } catch {
-      // fall through: the client will report the malformed record itself
-    }
-    break;
-  }
-  return { threadId: undefined, runId: undefined };
+/** The records of a captured body as @ag-ui/client's own SSE parser (parseSSEStream, what HttpAgent reads
+ *  with) reads them, up to the first it cannot read (the client reports that one itself). */
+function sseRecords(raw) {
+  // parseSSEStream subscribes to its source at once: the bytes go in only once its output is subscribed.
+  const source = new Subject();
+  const records = [];
+  parseSSEStream(source).subscribe({ next: (record) => records.push(record), error: () => {} });
+  source.next({ type: "data", data: new Uint8Array(raw) });
+  source.complete();
+  return records;
 }
 
-/** Number of `data:` records in the body (what the server sent, not what the client applied). */
-function countDataRecords(raw) {
-  let n = 0;
-  for (const line of raw.toString("utf8").split("\n")) if (line.startsWith("data:")) n += 1;
-  return n;
+/** threadId/runId of the first record (none when it does not parse: the client will report why). */
+function runIdentity(records) {
+  const event = records[0];
+  if (event && typeof event === "object") {
+    return {
+      threadId: typeof event.threadId === "string" ? event.threadId : undefined,
+      runId: typeof event.runId === "string" ? event.runId : undefined,
+    };
+  }
+  return { threadId: undefined, runId: undefined };
 }
 
 /** Every `[ag-ui]` warning is a deviation: [enforce] (an unknown event dropped, or
@@ -150,7 +147,8 @@ function harnessErrors(events) {
 }
 
 async function verifyOne(baseUrl, index, file, raw, opts) {
-  const { threadId, runId } = runIdentity(raw);
+  const records = sseRecords(raw);
+  const { threadId, runId } = runIdentity(records);
   const captured = [];
   const events = [];
   const origWarn = console.warn;
@@ -182,7 +180,7 @@ async function verifyOne(baseUrl, index, file, raw, opts) {
     ok: true,
     error: null,
     stage: null,
-    events: countDataRecords(raw),
+    events: records.length, // what the server sent, read by the client's SSE parser: not what it applied
     applied: events.length,
     warnings,
   };

@@ -1,10 +1,18 @@
-"""deploy/waitress_serve.py stops within its graceful time whatever signal dispositions it inherited."""
+"""deploy/waitress_serve.py stops within its graceful time whatever signal dispositions it inherited, and a slow
+client still receives the last events of its stream before the connection closes."""
 
 from __future__ import annotations
 
+import importlib.util
 import signal
+import socket
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -45,3 +53,94 @@ def test_the_waitress_launcher_stops_within_its_graceful_time_with_sigint_ignore
         assert events[-1]["code"] == "CANCELLED"
     finally:
         host.stop()
+
+
+def load_waitress_launcher() -> ModuleType:
+    """deploy/ is no package: the launcher module by its path."""
+    spec = importlib.util.spec_from_file_location("waitress_serve", REPO_ROOT / "deploy" / "waitress_serve.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BigStreamApp:
+    """A WSGI app whose one response (several MB, then a terminal line) outgrows the socket buffers of a
+    client that does not read, so that most of it waits in waitress's output buffers."""
+
+    TERMINAL = b"event: RUN_FINISHED\n\n"
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> BigStreamApp:
+        start_response("200 OK", [("Content-Type", "text/event-stream")])
+        return self
+
+    def __iter__(self) -> Iterator[bytes]:
+        for _ in range(64):
+            yield b"data: " + b"x" * 65_536 + b"\n\n"
+        yield self.TERMINAL
+
+    def close(self) -> None:
+        """waitress calls this once the whole response is in its buffers."""
+        self.done.set()
+
+
+def slow_client(port: int) -> socket.socket:
+    """A client with a tiny receive window that has sent its request and reads nothing yet."""
+    client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.settimeout(20)
+    client.connect(("127.0.0.1", port))
+    client.sendall(b"GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    return client
+
+
+def read_to_close(client: socket.socket) -> bytes:
+    received = bytearray()
+    while chunk := client.recv(1 << 16):
+        received += chunk
+    return bytes(received)
+
+
+def test_a_slow_client_receives_its_streams_last_event_when_the_waitress_launcher_stops() -> None:
+    launcher = load_waitress_launcher()
+    app = BigStreamApp()
+    socket_map: dict[int, Any] = {}
+    server = launcher.create_server(app, map=socket_map, host="127.0.0.1", port=0, threads=2)
+    stop = launcher.StopRequest()
+    loop = threading.Thread(target=launcher.serve_until, args=(server, socket_map, stop), daemon=True)
+    loop.start()
+    client = slow_client(int(server.effective_port))
+    try:
+        assert app.done.wait(20), "the app's response never reached waitress's buffers"
+        assert launcher.output_pending(server), "the response should still wait in waitress's buffers"
+        stop.request(flush_deadline=time.monotonic() + 30)
+        server.pull_trigger()
+        received = read_to_close(client)
+    finally:
+        client.close()
+    loop.join(30)
+    assert not loop.is_alive()
+    assert received.rstrip(b"\r\n0").endswith(BigStreamApp.TERMINAL.rstrip(b"\n")), received[-200:]
+
+
+def test_a_client_that_never_reads_holds_the_waitress_launcher_no_longer_than_its_flush_deadline() -> None:
+    launcher = load_waitress_launcher()
+    app = BigStreamApp()
+    socket_map: dict[int, Any] = {}
+    server = launcher.create_server(app, map=socket_map, host="127.0.0.1", port=0, threads=2)
+    stop = launcher.StopRequest()
+    loop = threading.Thread(target=launcher.serve_until, args=(server, socket_map, stop), daemon=True)
+    loop.start()
+    client = slow_client(int(server.effective_port))
+    try:
+        assert app.done.wait(20)
+        stop.request(flush_deadline=time.monotonic())
+        server.pull_trigger()
+        loop.join(30)
+        assert not loop.is_alive()
+        assert not socket_map, "every socket closes once the flush deadline has passed"
+    finally:
+        client.close()

@@ -25,7 +25,8 @@
 import http from "node:http";
 import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
-import { HttpAgent, buildResumeArray } from "@ag-ui/client";
+import { HttpAgent, buildResumeArray, parseSSEStream } from "@ag-ui/client";
+import { Subject } from "rxjs";
 
 // Nothing may silence the clients' warnings, and nothing phones home.
 delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
@@ -48,18 +49,32 @@ const LIFECYCLE_CALLBACKS = ["onRunInitialized", "onRunFailed", "onRunFinalized"
 const MAX_RUNS = 6;
 
 // ---------------------------------------------------------------------------------------------------
-// Wire capture: a fetch that tees every event-stream body and parses its SSE records itself.
+// Wire capture: a fetch that tees every event-stream body. Its SSE records are read by @ag-ui/client's own
+// SSE parser (parseSSEStream, what HttpAgent reads with), not by one of ours.
 
-function parseSse(text) {
-  const events = [];
-  for (const record of text.replace(/\r\n?/g, "\n").split("\n\n")) {
-    const data = record
-      .split("\n")
-      .filter((line) => line.startsWith("data:"))
-      .map((line) => line.slice(5).replace(/^ /, ""));
-    if (data.length) events.push(JSON.parse(data.join("\n")));
-  }
-  return events;
+/** parseSSEStream fed as the bytes arrive: `push` each read, then `end()` after a whole body or `cut(why)`
+ * after one that broke off (a record the body ends inside is no event, as the SSE standard says). */
+function sseReader() {
+  const source = new Subject();
+  const reader = { events: [], error: undefined };
+  // parseSSEStream subscribes to its source at once: bytes go in only once its output is subscribed.
+  parseSSEStream(source).subscribe({
+    next: (event) => reader.events.push(event),
+    error: (error) => {
+      if (!error?.cutOff) reader.error = describe(error);
+    },
+  });
+  reader.push = (bytes) => source.next({ type: "data", data: bytes });
+  reader.end = () => source.complete();
+  reader.cut = (why) => source.error(Object.assign(new Error(why), { cutOff: true }));
+  return reader;
+}
+
+async function eventsOfBody(response) {
+  const reader = sseReader();
+  reader.push(new Uint8Array(await response.arrayBuffer()));
+  reader.end();
+  return reader;
 }
 
 function recordingFetch(log) {
@@ -70,13 +85,16 @@ function recordingFetch(log) {
     entry.status = response.status;
     if (!response.body || !(response.headers.get("content-type") ?? "").includes("text/event-stream")) return response;
     // A pass-through that keeps a copy: the client reads exactly the bytes the wire carried.
-    const decoder = new TextDecoder();
-    let text = "";
+    const sse = sseReader();
+    entry.events = sse.events;
     let finish;
     entry.done = new Promise((resolve) => (finish = resolve));
     const settle = (why) => {
-      entry.events = parseSse(text.slice(0, text.lastIndexOf("\n\n") + 2));
-      if (why) entry.cut = why;
+      if (why) {
+        entry.cut = why;
+        sse.cut(why);
+      } else sse.end();
+      if (sse.error) entry.sseError = sse.error;
       finish();
     };
     const reader = response.body.getReader();
@@ -89,7 +107,7 @@ function recordingFetch(log) {
             controller.close();
             return;
           }
-          text += decoder.decode(value, { stream: true });
+          sse.push(value);
           controller.enqueue(value);
         } catch (error) {
           settle(String(error));
@@ -249,7 +267,8 @@ async function playScenario(agent, job, scenario, wire, problems, extraCheck) {
     const params = { runId: idFor(scenario, "run"), forwardedProps, ...(resume ? { resume } : {}) };
     const run = await oneRun(agent, params, job, scenario, wire);
     const wireEvents = run.legs.flatMap((leg) => leg.events);
-    const found = runProblems(run, wireEvents).concat(extraCheck ? await extraCheck(run, params, forwardedProps) : []);
+    const sseErrors = run.legs.filter((leg) => leg.sseError).map((leg) => `the SSE on the wire to ${leg.url} does not parse: ${leg.sseError}`);
+    const found = runProblems(run, wireEvents).concat(sseErrors, extraCheck ? await extraCheck(run, params, forwardedProps) : []);
     problems.push(...found.map((p) => `run ${n + 1}: ${p}`));
     runs.push({ ...summary(run), cancelStatus: run.cancelStatus ?? undefined, reattached: agent.reattachCount ?? undefined, lastEventId: agent.lastEventId ?? undefined });
     if (run.error || runs.at(-1).outcome !== "interrupt" || !agent.pendingInterrupts?.length) break;
@@ -300,7 +319,8 @@ async function withReattachingAgent(job, scenario) {
     const url = new URL(path, job.url);
     const headers = { Authorization: `Bearer ${job.token}`, Accept: "text/event-stream", "Ros-Invocation-Id": forwardedProps.iacCode.rosInvocationId };
     const response = await fetch(url, { headers });
-    const recorded = parseSse(await response.text());
+    const { events: recorded, error: sseError } = await eventsOfBody(response);
+    if (sseError) found.push(`the recorded run's SSE does not parse: ${sseError}`);
     if (!isDeepStrictEqual(run.events, recorded)) {
       found.push(`the subscriber saw ${run.events.length} events, the bridge recorded ${recorded.length} (HTTP ${response.status}), or they differ`);
     }

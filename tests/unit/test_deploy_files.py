@@ -367,6 +367,12 @@ def test_the_service_takes_its_socket_from_the_socket_unit_on_the_address_nginx_
     assert ("WantedBy", "sockets.target") in socket_unit["Install"]
 
 
+@pytest.mark.parametrize("document", ["deploy/README.md", "docs/operations.md"])
+def test_the_documented_stop_stops_the_socket_unit_too(document: str) -> None:
+    """With the socket unit enabled, the next connection starts a stopped service again."""
+    assert "systemctl stop agui-bridge.socket agui-bridge" in (ROOT / document).read_text(encoding="utf-8")
+
+
 def test_env_example_sets_no_secret() -> None:
     """Its active lines are the unit's non-secret settings; every token stays a commented, empty template."""
     text = (DEPLOY / "agui-bridge.env.example").read_text(encoding="utf-8")

@@ -1,9 +1,11 @@
 """SSE is split in one place: `agui_bridge/protocol/sse_parser.py` reads it, `protocol/sse.py` writes it.
 
-Every reader of a stream (the A2A pump, the run record's readers, the chat client, the testing plugin, the
-tests, the bench) goes through the one parser (docs/design.md#sse-reading), so they cannot disagree about
+Every Python reader of a stream (the A2A pump, the run record's readers, the chat client, the testing plugin,
+the tests, the bench) goes through the one parser (docs/design.md#sse-reading), so they cannot disagree about
 what a stream says. A search for a frame end, a field prefix handled by hand, or a frame-end constant
-anywhere else fails here.
+anywhere else fails here. The JavaScript and TypeScript outside node_modules are held to the same: they read
+SSE with their client library's parser (`@ag-ui/client`'s `parseSSEStream`), except the web console, which
+runs in the browser and has its own, and the reattach example, which shows reading the SSE yourself.
 """
 
 from __future__ import annotations
@@ -37,8 +39,53 @@ HAND_SPLITTING = re.compile(
 )
 
 
+_JS_QUOTE = "[\"'`]"
+JS_HAND_SPLITTING = re.compile(
+    "|".join(
+        [
+            # searching or splitting text at a frame end (`text.split("\n\n")`, `buffer.indexOf("\n\n")`, `/\n\n/`)
+            rf"\.(?:split|indexOf|lastIndexOf|search|includes|match|matchAll)\(\s*"
+            rf"(?:{_JS_QUOTE}(?:\\r)?\\n(?:\\r)?\\n|/[^/]*\\n[^/]*\\n[^/]*/)",
+            # a field's prefix handled by hand (`line.startsWith("data:")`, `line.replace(/^data: ?/, "")`)
+            rf"\.(?:startsWith|indexOf|slice|replace|split|match|includes)\(\s*"
+            rf"(?:{_JS_QUOTE}(?:data|id|event|retry):|/\^?(?:data|id|event|retry):)",
+            r"/\^(?:data|id|event|retry):",
+            # a frame-end constant of one's own (`const FRAME_END = "\n\n"`)
+            rf"(?:const|let|var)\s+\w+\s*=\s*{_JS_QUOTE}(?:\\r)?\\n(?:\\r)?\\n{_JS_QUOTE}",
+        ]
+    )
+)
+JS_SUFFIXES = {".js", ".mjs", ".cjs", ".ts", ".mts"}
+#: Third-party code kept in the repository (checked against its sha256 manifest), not ours.
+VENDORED = Path("agui_bridge/console/static/vendor")
+JS_ALLOWED = {
+    # The web console runs in the browser, which has no @ag-ui/client: its reader is the browser's own.
+    Path("agui_bridge/console/static/console.js"),
+}
+#: The reattach example shows a reader of one's own on purpose (docs/reattach.md quotes it): it needs each
+#: record's `id`, which `parseSSEStream` drops.
+JS_READ_YOURSELF_EXAMPLE = Path("tests/conformance/reattach_example.mjs")
+
+
 def hand_splitting(source: str) -> list[str]:
     return [line.strip() for line in source.splitlines() if HAND_SPLITTING.search(line)]
+
+
+def js_hand_splitting(source: str) -> list[str]:
+    return [line.strip() for line in source.splitlines() if JS_HAND_SPLITTING.search(line)]
+
+
+def js_sources() -> list[Path]:
+    """Every JavaScript/TypeScript file of ours: not in node_modules, hidden directories or the vendored files."""
+    return sorted(
+        path
+        for path in ROOT.rglob("*")
+        if path.suffix in JS_SUFFIXES
+        and path.is_file()
+        and not SKIPPED_DIRS.intersection(path.relative_to(ROOT).parts)
+        and not any(part.startswith(".") for part in path.relative_to(ROOT).parts)
+        and not path.relative_to(ROOT).is_relative_to(VENDORED)
+    )
 
 
 def python_sources() -> list[Path]:
@@ -93,3 +140,55 @@ def test_no_module_outside_the_sse_modules_splits_sse_by_hand() -> None:
         for line in hand_splitting(path.read_text(encoding="utf-8"))
     ]
     assert found == []
+
+
+def test_the_js_check_finds_hand_written_sse_splitting() -> None:
+    found = js_hand_splitting(
+        "\n".join(
+            [
+                r'for (const record of text.split("\n\n")) {',
+                r"const parts = buffer.split(/\r?\n\r?\n/);",
+                r'while ((end = buffer.indexOf("\n\n")) >= 0) {',
+                r'const complete = text.slice(0, text.lastIndexOf("\n\n") + 2);',
+                r'.filter((line) => line.startsWith("data:"))',
+                r"const id = line.replace(/^id: ?/, '');",
+                r"if (/^event:/.test(line)) continue;",
+                r'const FRAME_END = "\n\n";',
+            ]
+        )
+    )
+    assert len(found) == 8
+
+
+def test_the_js_check_leaves_writing_frames_and_other_text_alone() -> None:
+    assert not js_hand_splitting(
+        "\n".join(
+            [
+                r"res.write(`data: ${JSON.stringify(event)}\n\n`);",
+                r'const lines = message.split("\n");',
+                r"parseSSEStream(source).subscribe({ next: (event) => events.push(event) });",
+                r"process.stdout.write(`${JSON.stringify(result)}\n`);",
+            ]
+        )
+    )
+
+
+def test_no_javascript_or_typescript_of_ours_but_the_consoles_splits_sse_by_hand() -> None:
+    sources = js_sources()
+    assert (
+        ROOT / "tests/interop/drive.mjs" in sources and ROOT / "clients/typescript/reattaching-http-agent.ts" in sources
+    )
+    assert not any(VENDORED in path.relative_to(ROOT).parents for path in sources)
+    found = [
+        f"{path.relative_to(ROOT)}: {line}"
+        for path in sources
+        if path.relative_to(ROOT) not in JS_ALLOWED | {JS_READ_YOURSELF_EXAMPLE}
+        for line in js_hand_splitting(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_the_js_checks_exceptions_are_real_readers() -> None:
+    """An exception that no longer reads SSE by hand is stale: it would let a new reader through unseen."""
+    for allowed in JS_ALLOWED | {JS_READ_YOURSELF_EXAMPLE}:
+        assert js_hand_splitting((ROOT / allowed).read_text(encoding="utf-8")), allowed

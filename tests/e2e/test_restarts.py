@@ -237,7 +237,10 @@ def test_usr2_then_term_of_the_old_master_serves_every_run_started_meanwhile(
         os.kill(old_master, signal.SIGTERM)  # the old workers drain; the new ones take every new connection
         assert gone(old_master, timeout_s=30)
         wait_for_more_runs(clients, 6)
-        new_master = server.master_pid()  # promoted: the pidfile names the new master now
+        # Promoted: the new master renames its pidfile once it notices the old master gone (its loop wakes
+        # about once a second), so the pidfile names it a moment after the old master's exit.
+        eventually(lambda: assert_exists(server.pidfile), timeout_s=30, interval_s=0.1)
+        new_master = server.master_pid()
         assert new_master != old_master
     finally:
         outcomes = clients.stop()

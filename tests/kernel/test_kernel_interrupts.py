@@ -94,13 +94,14 @@ def test_expired_interrupt_then_a_new_run_without_resume_succeeds(
     # The same thread keeps working: a tool turn with a permission, then a plain one.
     again, (interrupt,) = start(short_ttl, ws, "[WRITE] now")
     assert again != thread_id
+    # Answered at once: the interrupts here live TTL_S (2 s), less than the next turns take on a loaded machine.
+    short_ttl.run(resume_body(again, ws, [answer(interrupt, "deny")]), expect="success")
     second = short_ttl.run(
         run_body(thread_id, "[WRITE] again", ws, ros_invocation_id="invocation-3"), expect="interrupt"
     )
     (pending,) = second[-1]["outcome"]["interrupts"]
     short_ttl.run(resume_body(thread_id, ws, [answer(pending, "allow_once")], ros="invocation-3"), expect="success")
     assert (ws / "hello.txt").exists()
-    short_ttl.run(resume_body(again, ws, [answer(interrupt, "deny")]), expect="success")
 
 
 def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -55,19 +55,25 @@ def test_the_served_vendor_files_are_the_scripts_and_stylesheets() -> None:
 
 
 def test_every_console_file_ships_in_the_wheel() -> None:
-    """setup.cfg's package_data globs for agui_bridge.console match every file under static/."""
+    """setup.cfg's package_data globs match every file under static/: a file ships when the globs of its own
+    package (its directory) or of a package above it, relative to that package, match it."""
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
-    globs = [g.strip() for g in config["options.package_data"]["agui_bridge.console"].split(",")]
-    files = [p.relative_to(STATIC.parent).as_posix() for p in STATIC.rglob("*") if p.is_file()]
+    package_data = config["options.package_data"]
+    files = [p.relative_to(ROOT).as_posix() for p in STATIC.rglob("*") if p.is_file()]
     assert files
-    assert [f for f in files if not any(_shipped(f, glob) for glob in globs)] == []
+    assert [f for f in files if not _shipped(f, package_data)] == []
 
 
-def _shipped(path: str, glob: str) -> bool:
-    """setuptools' package_data glob semantics: `*` stays inside one directory."""
-    file, pattern = PurePosixPath(path), PurePosixPath(glob)
-    return len(file.parts) == len(pattern.parts) and file.match(glob)
+def _shipped(path: str, package_data: configparser.SectionProxy) -> bool:
+    """setuptools' package_data semantics: globs are relative to their package; `*` stays in one directory."""
+    parts = PurePosixPath(path).parts
+    for depth in range(len(parts) - 1, 0, -1):
+        package, inside = ".".join(parts[:depth]), PurePosixPath(*parts[depth:])
+        globs = [g.strip() for g in package_data.get(package, "").split(",") if g.strip()]
+        if any(len(inside.parts) == len(PurePosixPath(g).parts) and inside.match(g) for g in globs):
+            return True
+    return False
 
 
 def test_the_console_imports_the_vendored_modules_by_relative_url() -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +18,7 @@ from agui_bridge.config.settings import Settings
 from agui_bridge.observability import logs, tracing
 from agui_bridge.observability.logs import JsonFormatter, TextFormatter, configure_logging
 from agui_bridge.worker.process import configure_process
+from agui_bridge.worker.readiness import WORKER_READY_LOG, WorkerReadyNotice
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_LOGGER = logging.getLogger("agui_bridge")
@@ -86,9 +88,15 @@ def test_the_gunicorn_worker_hook_sets_the_process_up(settings: Settings, monkey
     calls: list[str] = []
     monkeypatch.setattr(process_mod, "configure_process", lambda given: calls.append(f"configure {given.log_format}"))
     monkeypatch.setattr(hooks, "post_worker_init", lambda worker: calls.append("post_worker_init"))
+    monkeypatch.setattr(WorkerReadyNotice, "worker_ready", lambda self: calls.append("ready notice"))
     hook = hooks.gunicorn_settings(settings.replace(hub_watchdog_ms=0, log_format="json"))["post_worker_init"]
-    hook(object())
-    assert calls == ["configure json", "post_worker_init"]
+
+    class Log:
+        def info(self, message: str, *args: object) -> None:
+            calls.append(message % args)
+
+    hook(SimpleNamespace(log=Log(), pid=4242))
+    assert calls == ["configure json", "post_worker_init", f"{WORKER_READY_LOG} 4242", "ready notice"]
 
 
 _WSGI_PROBE = """

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import uuid
 from collections.abc import Mapping
@@ -407,4 +408,16 @@ def run_chat(
 
 
 def main_from_args(args: argparse.Namespace) -> int:
+    restore_ctrl_c(sys.stdin)
     return run_chat(args, os.environ)
+
+
+def restore_ctrl_c(stdin: TextIO) -> None:
+    """Ctrl-C stops a run (its execution cancelled) even when chat was started with SIGINT ignored.
+
+    A program started in the background of a non-interactive shell inherits SIGINT ignored, and Python then
+    installs no KeyboardInterrupt handler: a person at the terminal would have no way to stop the run. Only
+    when stdin is a terminal (someone can press Ctrl-C); a pipeline keeps what it was given.
+    """
+    if stdin.isatty() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

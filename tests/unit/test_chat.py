@@ -243,3 +243,23 @@ class ListFollower(RunFollower):
 
     def follow(self, first: requests.Response | None) -> Iterator[dict[str, Any]]:
         return iter(self.events)
+
+
+def test_chat_on_a_terminal_takes_ctrl_c_back_when_started_with_sigint_ignored() -> None:
+    import io
+    import signal as signals
+
+    from agui_bridge.chat.client import restore_ctrl_c
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    previous = signals.signal(signals.SIGINT, signals.SIG_IGN)
+    try:
+        restore_ctrl_c(io.StringIO())  # a pipe: what it was given stays
+        assert signals.getsignal(signals.SIGINT) is signals.SIG_IGN
+        restore_ctrl_c(Tty())
+        assert signals.getsignal(signals.SIGINT) is signals.default_int_handler
+    finally:
+        signals.signal(signals.SIGINT, previous)

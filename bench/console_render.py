@@ -29,10 +29,8 @@ import argparse
 import datetime as dt
 import json
 import os
-import secrets
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -153,51 +151,34 @@ def one_answer(driver: Any, bridge_url: str, workspace: Path, kind: str, deltas:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="agui-bench-console-"))
-    log_dir = tmp / "logs"
-    log_dir.mkdir()
-    workspace = tmp / "work"
-    workspace.mkdir()
-    a2a_token = secrets.token_urlsafe(16)
-    demo = h.Demo(log_dir, a2a_token)
-    bridge = None
     driver = None
     load_start = h.loadavg()
-    try:
-        bridge = h.Bridge(
-            log_dir,
-            "bridge-console",
-            a2a_url=demo.url,
-            a2a_token=a2a_token,
-            state_dir=tmp / "state",
-            cwd_root=workspace,
-            workers=1,
-            extra_env={"IAC_CODE_AGUI_CONSOLE": "1", "IAC_CODE_AGUI_AUTH_TOKEN": TOKEN},
-        )
-        driver = chromium_driver()
-        cases = []
-        for kind in args.kinds.split(","):
-            h.log(f"console_render: {kind}, {args.deltas} deltas")
-            cases.append(one_answer(driver, bridge.url, workspace, kind, args.deltas))
-            h.log(f"console_render: {cases[-1]}")
-        return {
-            "meta": {
-                "date": args.date,
-                "command": f"bash bench/run --console-render --deltas {args.deltas} --kinds {args.kinds}",
-                "cpus": os.cpu_count(),
-                "loadavg": [load_start, h.loadavg()],
-                "render_interval_ms": 250,
-            },
-            "cases": cases,
-        }
-    finally:
-        if driver is not None:
-            driver.quit()
-        if bridge is not None:
-            bridge.stop()
-        demo.stop()
-        if not args.keep_tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
+    with h.bridge_on_upstream(
+        "console",
+        h.Demo,
+        keep_tmp=args.keep_tmp,
+        extra_env={"IAC_CODE_AGUI_CONSOLE": "1", "IAC_CODE_AGUI_AUTH_TOKEN": TOKEN},
+    ) as started:
+        try:
+            driver = chromium_driver()
+            cases = []
+            for kind in args.kinds.split(","):
+                h.log(f"console_render: {kind}, {args.deltas} deltas")
+                cases.append(one_answer(driver, started.bridge.url, started.workspace, kind, args.deltas))
+                h.log(f"console_render: {cases[-1]}")
+            return {
+                "meta": {
+                    "date": args.date,
+                    "command": f"bash bench/run --console-render --deltas {args.deltas} --kinds {args.kinds}",
+                    "cpus": os.cpu_count(),
+                    "loadavg": [load_start, h.loadavg()],
+                    "render_interval_ms": 250,
+                },
+                "cases": cases,
+            }
+        finally:
+            if driver is not None:
+                driver.quit()
 
 
 def budget(case: dict[str, Any]) -> list[tuple[str, str, str, bool]]:

@@ -10,13 +10,17 @@ import contextlib
 import json
 import math
 import os
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -328,8 +332,6 @@ class Replay:
 
 def fsync_probe(directory: Path, n: int = 40) -> dict[str, Any]:
     """The disk right now: 2 KiB temp file + fsync + rename + directory fsync, n times (ms)."""
-    import tempfile
-
     directory.mkdir(parents=True, exist_ok=True)
     payload = os.urandom(1024).hex().encode()
     times = []
@@ -440,6 +442,60 @@ class Bridge:
         self.proc.stop()
         if HUB_WATCHDOG_MS > 0:
             record_hub_findings(self.name, self.proc.log_path)
+
+
+@dataclass
+class BridgeOnUpstream:
+    """What `bridge_on_upstream` started, and where: `workspace` is the bridge's allowed cwd root."""
+
+    tmp: Path
+    workspace: Path
+    upstream: Demo | Replay
+    bridge: Bridge
+
+
+@contextlib.contextmanager
+def bridge_on_upstream(
+    name: str,
+    upstream: Callable[[Path, str], Demo | Replay],
+    *,
+    keep_tmp: bool,
+    **bridge_options: Any,
+) -> Iterator[BridgeOnUpstream]:
+    """One bridge worker (`Bridge` named bridge-`name`, `bridge_options` passed on) on the upstream that
+    `upstream(log_dir, a2a_token)` starts, both requiring a random bearer token, in a temporary directory of
+    their own (logs/, work/, state/). On the way out both are stopped and the directory removed (kept, and
+    said, with `keep_tmp`)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"agui-bench-{name}-"))
+    log_dir = tmp / "logs"
+    log_dir.mkdir()
+    workspace = tmp / "work"
+    workspace.mkdir()
+    a2a_token = secrets.token_urlsafe(16)
+    started: Demo | Replay | None = None
+    bridge = None
+    try:
+        started = upstream(log_dir, a2a_token)
+        bridge = Bridge(
+            log_dir,
+            f"bridge-{name}",
+            a2a_url=started.url,
+            a2a_token=a2a_token,
+            state_dir=tmp / "state",
+            cwd_root=workspace,
+            workers=1,
+            **bridge_options,
+        )
+        yield BridgeOnUpstream(tmp, workspace, started, bridge)
+    finally:
+        if bridge is not None:
+            bridge.stop()
+        if started is not None:
+            started.stop()
+        if keep_tmp:
+            log(f"{name}: kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def record_hub_findings(name: str, log_path: Path) -> None:

@@ -27,10 +27,7 @@ import argparse
 import datetime as dt
 import json
 import os
-import secrets
-import shutil
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -199,25 +196,13 @@ def _summary(values: list[float], scale: float = 1.0) -> dict[str, Any]:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="agui-bench-hostile-"))
-    log_dir = tmp / "logs"
-    log_dir.mkdir()
-    workspace = tmp / "work"
-    workspace.mkdir()
-    token = secrets.token_urlsafe(16)
-    replay = h.Replay(log_dir, token, deltas=5, ping_interval=15.0)
-    bridge = None
-    try:
-        bridge = h.Bridge(
-            log_dir,
-            "bridge-hostile",
-            a2a_url=replay.url,
-            a2a_token=token,
-            state_dir=tmp / "state",
-            cwd_root=workspace,
-            workers=1,
-            heartbeat_s=args.heartbeat,
-        )
+    with h.bridge_on_upstream(
+        "hostile",
+        lambda log_dir, token: h.Replay(log_dir, token, deltas=5, ping_interval=15.0),
+        keep_tmp=args.keep_tmp,
+        heartbeat_s=args.heartbeat,
+    ) as started:
+        bridge, workspace = started.bridge, started.workspace
         rec = Recorder()
         start_hostile = threading.Event()
         threads = [
@@ -288,14 +273,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 },
             },
         }
-    finally:
-        if bridge is not None:
-            bridge.stop()
-        replay.stop()
-        if not args.keep_tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            h.log(f"hostile: kept {tmp}")
 
 
 def markdown(result: dict[str, Any]) -> str:

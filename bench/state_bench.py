@@ -61,8 +61,8 @@ from typing import Any
 
 from agui_bridge.config.settings import Settings
 from agui_bridge.projection.interrupts import build_interrupt
+from agui_bridge.protocol.digest import request_digest
 from agui_bridge.runs.admission import RunTicket, admit_run
-from agui_bridge.runs.digest import request_digest
 from agui_bridge.runs.ledger import RunLedger
 from agui_bridge.store import model
 from agui_bridge.store.owner import current_owner, owner_is_alive

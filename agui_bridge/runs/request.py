@@ -12,7 +12,7 @@ from typing import Any
 
 from agui_bridge.errors import InvalidInput
 from agui_bridge.i18n.language import select_language
-from agui_bridge.runs.digest import request_digest
+from agui_bridge.protocol.digest import request_digest
 from agui_bridge.validation.results import RunInput
 from agui_bridge.validation.run_input import parse_run_input, raw_preferred_language
 
@@ -30,7 +30,7 @@ class RunRequest:
     validated: RunInput | InvalidInput
     #: The language of every answer to this request (`i18n.select_language`).
     language: str
-    #: `runs/digest.request_digest` of the body ("" for a refused body: no run is admitted).
+    #: `protocol/digest.request_digest` of the body ("" for a refused body: no run is admitted).
     digest: str = ""
 
     def run_input(self) -> RunInput:

@@ -23,7 +23,6 @@ from agui_bridge.errors import (
 from agui_bridge.i18n.message_keys import MessageKey
 from agui_bridge.projection.interrupts import InputRequest, build_interrupt, option_title, response_schema
 from agui_bridge.projection.values import non_empty_str
-from agui_bridge.runs.digest import request_digest
 from agui_bridge.store import model
 from agui_bridge.validation.answers import conforms, json_chars_exceed
 from agui_bridge.validation.run_input import ResumeAnswer
@@ -34,8 +33,9 @@ DENY = "deny"
 
 
 def answer_digest(answer: ResumeAnswer) -> str:
-    """SHA-256 of the canonical `{"status", "payload"}` (raw payload, null when absent; docs/design.md#exactly-once)."""
-    return request_digest({"status": answer.status, "payload": answer.payload if answer.has_payload else None})
+    """SHA-256 of the canonical `{"status", "payload"}` (raw payload, null when absent; docs/design.md#exactly-once):
+    the one the answer was validated with, never computed here (this runs on the hub)."""
+    return answer.digest
 
 
 def check_nothing_pending(answers: Sequence[ResumeAnswer], applied: Mapping[str, str]) -> NoReturn:

@@ -212,7 +212,7 @@ class StateWriter:
         for job in batch:
             job.replaced_fd = self._forget_deferred(job.path)
             if job.durability is Durability.POWER and job.payload is not None:
-                entry = self._stage(job)
+                entry = self._write_temp(job)
                 if entry is None:
                     job.finish()
                 else:
@@ -242,8 +242,10 @@ class StateWriter:
                 job.error = WriteError("thread state directory sync failed")
             job.finish()
 
-    def _stage(self, job: _Job) -> tuple[int, str] | None:
-        """A power-class write up to its fsync: the temporary file written and stamped (None: failed)."""
+    def _write_temp(self, job: _Job) -> tuple[int, str] | None:
+        """A write up to its rename: the temporary file beside `job.path` written and stamped, returned as
+        (descriptor, name); None when that failed (`job.error` says why, the file is gone). Both classes
+        start here: a power-class one is fsynced next, a crash-class one renamed at once."""
         assert job.payload is not None
         try:
             fd, tmp_name = _create_temp(job.path)
@@ -339,21 +341,14 @@ class StateWriter:
             except OSError:
                 job.error = WriteError("thread state delete failed")
             return None
-        try:
-            fd, tmp_name = _create_temp(job.path)
-        except OSError:
-            job.error = WriteError("cannot create a temporary state file")
+        entry = self._write_temp(job)
+        if entry is None:
             return None
+        fd, tmp_name = entry
         try:
-            view = memoryview(job.payload)
-            while view:
-                view = view[os.write(fd, view) :]
-            job.signature = _stamp(fd)
             _replace(tmp_name, job.path)
         except OSError:
-            _close(fd)
-            with suppress(OSError):
-                os.unlink(tmp_name)
+            self._discard(fd, tmp_name)
             job.error = WriteError("thread state write failed")
             return None
         return fd

@@ -6,8 +6,10 @@ validation (admission, the run stream, the A2A messages) reads only these types.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
+
+from agui_bridge.protocol.digest import answer_digest
 
 __all__ = [
     "CANDIDATE_PRESENTATIONS",
@@ -99,6 +101,13 @@ class ResumeAnswer:
     status: str
     payload: object
     has_payload: bool
+    #: `protocol/digest.answer_digest` of this answer, computed with it: in `POST /`'s request step (off the hub
+    #: for a large body), so the resume preflight, on the hub, never serialises an answer, not even one the
+    #: size bound refuses (docs/design.md#exactly-once).
+    digest: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", answer_digest(self.status, self.payload, self.has_payload))
 
 
 @dataclass(frozen=True)

@@ -11,39 +11,19 @@ import re
 import select
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.agui_checks import assert_valid_agui_stream
-from tests.support.harness import REPO_ROOT, BridgeServer, bridge_server, wait_for_task_state
+from tests.support.chat import CHAT_TOKEN, chat_argv, chat_env
+from tests.support.harness import BridgeServer, wait_for_task_state
 
 pytestmark = pytest.mark.e2e
 
-TOKEN = "chat-e2e-token"
 ANSI = re.compile(rb"\x1b\[[0-9;]*m")
-
-
-@pytest.fixture
-def bridge(demo_url: str, demo_token: str, state_dir: Path, tmp_path: Path) -> Iterator[BridgeServer]:
-    with bridge_server(demo_url, demo_token, state_dir, tmp_path, env={"IAC_CODE_AGUI_AUTH_TOKEN": TOKEN}) as server:
-        yield server
-
-
-def chat_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env["IAC_CODE_AGUI_AUTH_TOKEN"] = TOKEN
-    env.pop("NO_COLOR", None)
-    return env
-
-
-def chat_argv(bridge: BridgeServer, workspace: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "agui_bridge.cli", "chat", "--url", bridge.url, "--cwd", str(workspace), *args]
 
 
 class Terminal:
@@ -95,8 +75,8 @@ class Terminal:
         return code
 
 
-def test_question_answered_at_the_prompt(bridge: BridgeServer, workspace: Path) -> None:
-    terminal = Terminal(chat_argv(bridge, workspace, "ask me a question"), chat_env())
+def test_question_answered_at_the_prompt(chat_bridge: BridgeServer, workspace: Path) -> None:
+    terminal = Terminal(chat_argv(chat_bridge.url, workspace, "ask me a question"), chat_env())
     try:
         terminal.expect(r"I need one detail first\.")
         terminal.expect(r"\[tool\] ask_user_question")
@@ -114,8 +94,8 @@ def test_question_answered_at_the_prompt(bridge: BridgeServer, workspace: Path) 
     assert b"\x1b[" in terminal.raw  # a terminal gets ANSI styling
 
 
-def test_numbered_choice_in_a_terminal(bridge: BridgeServer, workspace: Path) -> None:
-    terminal = Terminal(chat_argv(bridge, workspace, "ask me a question"), chat_env())
+def test_numbered_choice_in_a_terminal(chat_bridge: BridgeServer, workspace: Path) -> None:
+    terminal = Terminal(chat_argv(chat_bridge.url, workspace, "ask me a question"), chat_env())
     try:
         terminal.expect(r"answer\[1-2\]> $")
         terminal.send("2\n")
@@ -127,12 +107,12 @@ def test_numbered_choice_in_a_terminal(bridge: BridgeServer, workspace: Path) ->
     text = terminal.text
     assert text.index("[result] ask_user_question: Large (8 vCPU)") < text.index("You chose: Large (8 vCPU).")
     assert re.search(r"^thread [0-9a-f-]{36}$", text, re.MULTILINE)
-    assert TOKEN not in text
+    assert CHAT_TOKEN not in text
 
 
-def test_json_lines_with_the_answer_from_stdin(bridge: BridgeServer, workspace: Path) -> None:
+def test_json_lines_with_the_answer_from_stdin(chat_bridge: BridgeServer, workspace: Path) -> None:
     done = subprocess.run(
-        chat_argv(bridge, workspace, "--json", "ask me a question"),
+        chat_argv(chat_bridge.url, workspace, "--json", "ask me a question"),
         input="small\n",
         capture_output=True,
         text=True,
@@ -157,8 +137,10 @@ def test_json_lines_with_the_answer_from_stdin(bridge: BridgeServer, workspace: 
     assert "[interrupt] Question from the agent" in done.stderr and "answer[1-2]> small" in done.stderr
 
 
-def test_ctrl_c_cancels_the_execution(bridge: BridgeServer, workspace: Path, demo_url: str, demo_token: str) -> None:
-    terminal = Terminal(chat_argv(bridge, workspace, "--json", "slow [SLOW 20]"), chat_env())
+def test_ctrl_c_cancels_the_execution(
+    chat_bridge: BridgeServer, workspace: Path, demo_url: str, demo_token: str
+) -> None:
+    terminal = Terminal(chat_argv(chat_bridge.url, workspace, "--json", "slow [SLOW 20]"), chat_env())
     try:
         terminal.expect(r'"delta":"slow chunk 1\. "')
         session: dict[str, Any] = next(
@@ -176,14 +158,16 @@ def test_ctrl_c_cancels_the_execution(bridge: BridgeServer, workspace: Path, dem
     assert state == "TASK_STATE_CANCELED"
 
 
-def test_a_failing_turn_exits_1_and_http_errors_exit_2(bridge: BridgeServer, workspace: Path) -> None:
+def test_a_failing_turn_exits_1_and_http_errors_exit_2(chat_bridge: BridgeServer, workspace: Path) -> None:
     failing = subprocess.run(
-        chat_argv(bridge, workspace, "please fail"), capture_output=True, text=True, env=chat_env(), timeout=60
+        chat_argv(chat_bridge.url, workspace, "please fail"), capture_output=True, text=True, env=chat_env(), timeout=60
     )
     assert failing.returncode == 1
     assert "error A2A_EXECUTION_FAILED" in failing.stderr
     env = {**chat_env(), "IAC_CODE_AGUI_AUTH_TOKEN": "wrong"}
-    refused = subprocess.run(chat_argv(bridge, workspace, "hi"), capture_output=True, text=True, env=env, timeout=60)
+    refused = subprocess.run(
+        chat_argv(chat_bridge.url, workspace, "hi"), capture_output=True, text=True, env=env, timeout=60
+    )
     assert refused.returncode == 2
     assert "HTTP 401 UNAUTHORIZED" in refused.stderr
     assert "wrong" not in refused.stderr + refused.stdout

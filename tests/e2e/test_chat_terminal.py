@@ -6,12 +6,10 @@ server that sends what the demo agent never would (terminal control sequences, a
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,8 +21,9 @@ from typing import Any
 import pytest
 
 from agui_bridge.demo.scenarios import MARKDOWN_ANSWER, VPC_TEMPLATE
+from tests.support.chat import chat_argv, chat_env
 from tests.support.ci import skip_or_fail_in_ci
-from tests.support.harness import REPO_ROOT, BridgeServer, bridge_server
+from tests.support.harness import REPO_ROOT, BridgeServer
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +35,6 @@ def _needs_tmux() -> None:
         skip_or_fail_in_ci("tmux is not installed (run: bash scripts/install-host-tools)")
 
 
-TOKEN = "chat-terminal-token"
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 #: A foreground colour: 30-37, 90-97, or 256/true colour (38;5;n, 38;2;r;g;b).
 COLOUR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|38;[25];[0-9;]+)(?:;[0-9;]*)?m")
@@ -97,25 +95,6 @@ def canned_server() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
-
-
-@pytest.fixture
-def bridge(demo_url: str, demo_token: str, state_dir: Path, tmp_path: Path) -> Iterator[BridgeServer]:
-    with bridge_server(demo_url, demo_token, state_dir, tmp_path, env={"IAC_CODE_AGUI_AUTH_TOKEN": TOKEN}) as server:
-        yield server
-
-
-def chat_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env["IAC_CODE_AGUI_AUTH_TOKEN"] = TOKEN
-    env.pop("NO_COLOR", None)
-    env.pop("TMUX", None)
-    return env
-
-
-def chat_argv(url: str, workspace: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "agui_bridge.cli", "chat", "--url", url, "--cwd", str(workspace), *args]
 
 
 class TmuxPane:
@@ -188,9 +167,9 @@ def tmux_pane(tmp_path: Path, argv: list[str]) -> Iterator[TmuxPane]:
 
 
 def test_a_template_answer_is_rendered_with_its_code_highlighted_in_a_terminal(
-    bridge: BridgeServer, workspace: Path, tmp_path: Path
+    chat_bridge: BridgeServer, workspace: Path, tmp_path: Path
 ) -> None:
-    with tmux_pane(tmp_path, chat_argv(bridge.url, workspace, "show a markdown answer")) as pane:
+    with tmux_pane(tmp_path, chat_argv(chat_bridge.url, workspace, "show a markdown answer")) as pane:
         assert pane.wait_exit() == 0
         screen = pane.capture()
     text = SGR.sub("", screen)
@@ -207,9 +186,9 @@ def test_a_template_answer_is_rendered_with_its_code_highlighted_in_a_terminal(
     assert text.count("ROSTemplateFormatVersion") == 2  # the answer's block and the inline artifact
 
 
-def test_piped_output_is_the_agents_markdown_as_written(bridge: BridgeServer, workspace: Path) -> None:
+def test_piped_output_is_the_agents_markdown_as_written(chat_bridge: BridgeServer, workspace: Path) -> None:
     done = subprocess.run(
-        chat_argv(bridge.url, workspace, "show a markdown answer"),
+        chat_argv(chat_bridge.url, workspace, "show a markdown answer"),
         capture_output=True,
         text=True,
         env=chat_env(),
@@ -255,9 +234,9 @@ def test_control_sequences_from_the_server_are_shown_not_obeyed(tmp_path: Path) 
 
 
 def test_a_question_is_asked_below_the_rendered_text_and_answered_at_the_prompt(
-    bridge: BridgeServer, workspace: Path, tmp_path: Path
+    chat_bridge: BridgeServer, workspace: Path, tmp_path: Path
 ) -> None:
-    with tmux_pane(tmp_path, chat_argv(bridge.url, workspace, "ask me a question")) as pane:
+    with tmux_pane(tmp_path, chat_argv(chat_bridge.url, workspace, "ask me a question")) as pane:
         pane.expect(r"^answer\[1-2\]>\s*$")
         pane.keys("2", "Enter")
         assert pane.wait_exit() == 0
@@ -269,9 +248,9 @@ def test_a_question_is_asked_below_the_rendered_text_and_answered_at_the_prompt(
 
 
 def test_ctrl_c_while_a_message_streams_leaves_it_rendered_and_the_cursor_visible(
-    bridge: BridgeServer, workspace: Path, tmp_path: Path
+    chat_bridge: BridgeServer, workspace: Path, tmp_path: Path
 ) -> None:
-    with tmux_pane(tmp_path, chat_argv(bridge.url, workspace, "slow [SLOW 20]")) as pane:
+    with tmux_pane(tmp_path, chat_argv(chat_bridge.url, workspace, "slow [SLOW 20]")) as pane:
         pane.expect(r"slow chunk 1\.")
         pane.keys("C-c")
         assert pane.wait_exit() == 3

@@ -10,6 +10,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -104,7 +106,27 @@ def read_to_close(client: socket.socket) -> bytes:
     return bytes(received)
 
 
-def test_a_slow_client_receives_its_streams_last_event_when_the_waitress_launcher_stops() -> None:
+@dataclass
+class HeldStream:
+    """The waitress launcher serving one `BigStreamApp` response to a `slow_client` that reads nothing yet."""
+
+    launcher: ModuleType
+    app: BigStreamApp
+    server: Any
+    socket_map: dict[int, Any]
+    stop: Any
+    loop: threading.Thread
+    client: socket.socket
+
+    def stop_launcher(self, flush_deadline: float) -> None:
+        """What the launcher's signal handler does: ask the loop to stop, flushing until `flush_deadline`."""
+        self.stop.request(flush_deadline=flush_deadline)
+        self.server.pull_trigger()
+
+
+@contextmanager
+def held_stream() -> Iterator[HeldStream]:
+    """The launcher's serve loop on a thread of its own, and a slow client's request to it (closed after)."""
     launcher = load_waitress_launcher()
     app = BigStreamApp()
     socket_map: dict[int, Any] = {}
@@ -114,33 +136,26 @@ def test_a_slow_client_receives_its_streams_last_event_when_the_waitress_launche
     loop.start()
     client = slow_client(int(server.effective_port))
     try:
-        assert app.done.wait(20), "the app's response never reached waitress's buffers"
-        assert launcher.output_pending(server), "the response should still wait in waitress's buffers"
-        stop.request(flush_deadline=time.monotonic() + 30)
-        server.pull_trigger()
-        received = read_to_close(client)
+        yield HeldStream(launcher, app, server, socket_map, stop, loop, client)
     finally:
         client.close()
-    loop.join(30)
-    assert not loop.is_alive()
+
+
+def test_a_slow_client_receives_its_streams_last_event_when_the_waitress_launcher_stops() -> None:
+    with held_stream() as held:
+        assert held.app.done.wait(20), "the app's response never reached waitress's buffers"
+        assert held.launcher.output_pending(held.server), "the response should still wait in waitress's buffers"
+        held.stop_launcher(flush_deadline=time.monotonic() + 30)
+        received = read_to_close(held.client)
+    held.loop.join(30)
+    assert not held.loop.is_alive()
     assert received.rstrip(b"\r\n0").endswith(BigStreamApp.TERMINAL.rstrip(b"\n")), received[-200:]
 
 
 def test_a_client_that_never_reads_holds_the_waitress_launcher_no_longer_than_its_flush_deadline() -> None:
-    launcher = load_waitress_launcher()
-    app = BigStreamApp()
-    socket_map: dict[int, Any] = {}
-    server = launcher.create_server(app, map=socket_map, host="127.0.0.1", port=0, threads=2)
-    stop = launcher.StopRequest()
-    loop = threading.Thread(target=launcher.serve_until, args=(server, socket_map, stop), daemon=True)
-    loop.start()
-    client = slow_client(int(server.effective_port))
-    try:
-        assert app.done.wait(20)
-        stop.request(flush_deadline=time.monotonic())
-        server.pull_trigger()
-        loop.join(30)
-        assert not loop.is_alive()
-        assert not socket_map, "every socket closes once the flush deadline has passed"
-    finally:
-        client.close()
+    with held_stream() as held:
+        assert held.app.done.wait(20)
+        held.stop_launcher(flush_deadline=time.monotonic())
+        held.loop.join(30)
+        assert not held.loop.is_alive()
+        assert not held.socket_map, "every socket closes once the flush deadline has passed"

@@ -11,7 +11,11 @@ runs in the browser and has its own, and the reattach example, which shows readi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SEARCHED = ("agui_bridge", "tests", "bench")
@@ -67,35 +71,75 @@ JS_ALLOWED = {
 JS_READ_YOURSELF_EXAMPLE = Path("tests/conformance/reattach_example.mjs")
 
 
+def lines_matching(pattern: re.Pattern[str], source: str) -> list[str]:
+    return [line.strip() for line in source.splitlines() if pattern.search(line)]
+
+
 def hand_splitting(source: str) -> list[str]:
-    return [line.strip() for line in source.splitlines() if HAND_SPLITTING.search(line)]
+    return lines_matching(HAND_SPLITTING, source)
 
 
 def js_hand_splitting(source: str) -> list[str]:
-    return [line.strip() for line in source.splitlines() if JS_HAND_SPLITTING.search(line)]
+    return lines_matching(JS_HAND_SPLITTING, source)
+
+
+def is_ours(path: Path) -> bool:
+    """Not in node_modules, a virtualenv or a cache, nor under a hidden directory (bench/.venv-ref, ...)."""
+    parts = path.relative_to(ROOT).parts
+    return not SKIPPED_DIRS.intersection(parts) and not any(part.startswith(".") for part in parts)
 
 
 def js_sources() -> list[Path]:
-    """Every JavaScript/TypeScript file of ours: not in node_modules, hidden directories or the vendored files."""
+    """Every JavaScript/TypeScript file of ours, but the vendored files."""
     return sorted(
         path
         for path in ROOT.rglob("*")
         if path.suffix in JS_SUFFIXES
         and path.is_file()
-        and not SKIPPED_DIRS.intersection(path.relative_to(ROOT).parts)
-        and not any(part.startswith(".") for part in path.relative_to(ROOT).parts)
+        and is_ours(path)
         and not path.relative_to(ROOT).is_relative_to(VENDORED)
     )
 
 
 def python_sources() -> list[Path]:
-    return sorted(
-        path
-        for folder in SEARCHED
-        for path in (ROOT / folder).rglob("*.py")
-        if not SKIPPED_DIRS.intersection(path.relative_to(ROOT).parts)
-        and not any(part.startswith(".") for part in path.relative_to(ROOT).parts)  # bench/.venv-ref, ...
-    )
+    return sorted(path for folder in SEARCHED for path in (ROOT / folder).rglob("*.py") if is_ours(path))
+
+
+@dataclass(frozen=True)
+class Scan:
+    """One language's sources, held to its pattern of SSE split by hand."""
+
+    sources: Callable[[], list[Path]]
+    pattern: re.Pattern[str]
+    #: Files that may split SSE by hand.
+    allowed: frozenset[Path]
+    #: Readers the scan must reach (a scan that reaches none of them finds nothing).
+    reached: tuple[Path, ...]
+    #: Folders the scan must not read.
+    not_reached: tuple[Path, ...] = ()
+
+
+SCANS = [
+    pytest.param(
+        Scan(
+            python_sources,
+            HAND_SPLITTING,
+            frozenset(ALLOWED),
+            (Path("agui_bridge/reattach/reader.py"), Path("tests/support/sse.py")),
+        ),
+        id="python",
+    ),
+    pytest.param(
+        Scan(
+            js_sources,
+            JS_HAND_SPLITTING,
+            frozenset(JS_ALLOWED | {JS_READ_YOURSELF_EXAMPLE}),
+            (Path("tests/interop/drive.mjs"), Path("clients/typescript/reattaching-http-agent.ts")),
+            not_reached=(VENDORED,),
+        ),
+        id="javascript",
+    ),
+]
 
 
 def test_the_check_finds_hand_written_sse_splitting() -> None:
@@ -130,18 +174,6 @@ def test_the_check_leaves_writing_frames_and_other_text_alone() -> None:
     )
 
 
-def test_no_module_outside_the_sse_modules_splits_sse_by_hand() -> None:
-    sources = python_sources()
-    assert ROOT / "agui_bridge/reattach/reader.py" in sources and ROOT / "tests/support/sse.py" in sources
-    found = [
-        f"{path.relative_to(ROOT)}: {line}"
-        for path in sources
-        if path.relative_to(ROOT) not in ALLOWED
-        for line in hand_splitting(path.read_text(encoding="utf-8"))
-    ]
-    assert found == []
-
-
 def test_the_js_check_finds_hand_written_sse_splitting() -> None:
     found = js_hand_splitting(
         "\n".join(
@@ -173,17 +205,16 @@ def test_the_js_check_leaves_writing_frames_and_other_text_alone() -> None:
     )
 
 
-def test_no_javascript_or_typescript_of_ours_but_the_consoles_splits_sse_by_hand() -> None:
-    sources = js_sources()
-    assert (
-        ROOT / "tests/interop/drive.mjs" in sources and ROOT / "clients/typescript/reattaching-http-agent.ts" in sources
-    )
-    assert not any(VENDORED in path.relative_to(ROOT).parents for path in sources)
+@pytest.mark.parametrize("scan", SCANS)
+def test_no_source_of_ours_but_the_allowed_readers_splits_sse_by_hand(scan: Scan) -> None:
+    sources = [path.relative_to(ROOT) for path in scan.sources()]
+    assert set(scan.reached) <= set(sources)
+    assert not [path for path in sources for folder in scan.not_reached if path.is_relative_to(folder)]
     found = [
-        f"{path.relative_to(ROOT)}: {line}"
+        f"{path}: {line}"
         for path in sources
-        if path.relative_to(ROOT) not in JS_ALLOWED | {JS_READ_YOURSELF_EXAMPLE}
-        for line in js_hand_splitting(path.read_text(encoding="utf-8"))
+        if path not in scan.allowed
+        for line in lines_matching(scan.pattern, (ROOT / path).read_text(encoding="utf-8"))
     ]
     assert found == []
 

@@ -7,6 +7,7 @@ check the events, the calls made to A2A and the state file after each one.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from agui_bridge.a2a.signals import A2AEvent, A2ARpcError, A2ATransportError, un
 from agui_bridge.config.limits import MAX_ANSWER_JSON_CHARS
 from agui_bridge.config.settings import Settings
 from agui_bridge.i18n.language import translate
+from agui_bridge.protocol import digest
 from agui_bridge.protocol.sse_parser import parse_body
 from agui_bridge.runs.admission import admit_run
 from agui_bridge.runs.stream import RunStream, StreamDeps
@@ -236,6 +238,38 @@ def test_an_answer_over_the_size_bound_is_refused_before_validation_and_stays_re
     assert events[-1]["message"] == translate("resume_payload_too_large", "en", max=str(MAX_ANSWER_JSON_CHARS))
     assert client.methods() == ["ensure-restored", "GetTask", "pipeline-state"]
     assert list(h.state().execution.pending) == ["perm-1"]
+
+
+class _CountingJson:
+    """Stands in for `json` in `protocol/digest.py`: records every value a digest serialises."""
+
+    def __init__(self) -> None:
+        self.serialised: list[object] = []
+
+    def dumps(self, value: object, **options: Any) -> str:
+        self.serialised.append(value)
+        return json.dumps(value, **options)
+
+
+def test_an_oversized_answer_is_refused_without_the_stream_serialising_it_for_a_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each answer's digest comes with the validated body (`POST /`'s request step, off the hub for a large
+    body): the stream, which runs on the hub, serialises no answer, so one near the body cap costs the hub
+    nothing before the size bound refuses it (docs/design.md#exactly-once)."""
+    h = Harness(tmp_path)
+    h.interrupt(PERMISSION)
+    client = ScriptedA2A(tasks=[snapshot(h.context_id, input=PERMISSION)])
+    body = run_body(THREAD, "", h.tmp_path)
+    payload = {"decision": "allow_once", "note": "x" * (4 * MAX_ANSWER_JSON_CHARS)}
+    body["resume"] = [{"interruptId": "perm-1", "status": "resolved", "payload": payload}]
+    stream = h.stream(body, client)  # the request step: the body validated, the answers with it
+    counting = _CountingJson()
+    monkeypatch.setattr(digest, "json", counting)
+    events = assert_valid_agui_stream(collect(stream), expect_terminal="RUN_ERROR", capture=False)
+    assert error_code(events) == "RESUME_PAYLOAD_INVALID"
+    assert events[-1]["message"] == translate("resume_payload_too_large", "en", max=str(MAX_ANSWER_JSON_CHARS))
+    assert counting.serialised == []
 
 
 def test_cancelled_permission_is_sent_as_deny(tmp_path: Path) -> None:

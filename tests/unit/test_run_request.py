@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agui_bridge.errors import InvalidInput
-from agui_bridge.runs.digest import request_digest
+from agui_bridge.protocol.digest import request_digest
 from agui_bridge.runs.request import RunRequest, read_run_request
 from agui_bridge.testing import run_input
 
@@ -55,6 +55,22 @@ def test_a_valid_body_carries_its_input_and_digest() -> None:
     run = request.run_input()
     assert (run.thread_id, run.run_id, run.props.preferred_language) == ("thread-1", "run-1", "de")
     assert request.digest == request_digest(body)
+
+
+def test_each_resume_answer_carries_its_digest_from_the_request_step() -> None:
+    """The answers' digests are computed with the body's validation (off the hub for a large body), not by the
+    resume preflight (docs/design.md#exactly-once)."""
+    body = _valid()
+    body["resume"] = [
+        {"interruptId": "p1", "status": "resolved", "payload": {"b": 1, "a": "é"}},
+        {"interruptId": "q1", "status": "cancelled"},
+    ]
+    resume = read_run_request(body, None, "en").run_input().resume
+    assert resume is not None
+    assert [answer.digest for answer in resume] == [
+        request_digest({"status": "resolved", "payload": {"a": "é", "b": 1}}),
+        request_digest({"status": "cancelled", "payload": None}),
+    ]
 
 
 def test_a_refused_body_keeps_its_first_error_for_the_service_to_raise() -> None:

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 #: One worker's slot: pid (0: free), places taken, its stream limit, draining (0/1).
 SLOT = struct.Struct("=qqqq")
-#: Slots beyond the configured workers: a worker that is stopping while its replacement starts, `TTIN`.
+#: Slots beyond twice the workers (a reload runs old and new side by side): a late stop beside its replacement, TTIN.
 SPARE_SLOTS = 16
 #: How often a worker writes its counts into its slot (the answer lags the truth by at most this).
 LOAD_PUBLISH_INTERVAL_S = 0.25
@@ -68,13 +68,17 @@ def free_capacity_percent(
     """The host's free stream places as a share of its capacity, 0-100, rounded up (docs/design.md#agent-check).
 
     `workers` is how many workers the host runs; one that has not reported yet (starting, or respawned after a
-    crash) counts with `worker_limit` places, none of them free. A draining worker has no free place; a host
-    that is stopping answers 0. A host with any free place answers at least 1: HAProxy reads 0% as "no new
-    traffic" (the weight of a DRAIN)."""
+    crash) counts with `worker_limit` places, none of them free. A draining worker is on its way out: it adds
+    neither places nor free ones, and counts as one not reported when no replacement reports yet (so a host whose
+    every worker drains answers 0, and a reload's old workers draining beside their replacements do not halve
+    the answer). A host that is stopping answers 0. A host with any free place answers at least 1: HAProxy reads
+    0% as "no new traffic" (the weight of a DRAIN)."""
     if stopping:
         return 0
-    capacity = sum(max(0, load.limit) for load in loads) + max(0, workers - len(loads)) * max(0, worker_limit)
-    free = sum(max(0, load.limit - load.taken) for load in loads if not load.draining)
+    serving = [load for load in loads if not load.draining]
+    missing = max(0, workers - len(serving))
+    capacity = sum(max(0, load.limit) for load in serving) + missing * max(0, worker_limit)
+    free = sum(max(0, load.limit - load.taken) for load in serving)
     if capacity <= 0 or free <= 0:
         return 0
     return min(100, -(-100 * free // capacity))
@@ -296,7 +300,8 @@ class MasterAgentCheck:
         except OSError as exc:
             server.log.error("agui-bridge: the agent-check port %s:%d cannot be bound: %s", self.host, self.port, exc)
             raise SystemExit(1) from None
-        self.board = LoadBoard(int(server.num_workers) + SPARE_SLOTS)
+        # A reload (HUP) runs the old workers beside their replacements until they have drained.
+        self.board = LoadBoard(2 * int(server.num_workers) + SPARE_SLOTS)
         self._listening_at_start = bool(server.LISTENERS)
         self.responder = AgentResponder(listener, lambda: self.answer(server))
         self.responder.start()
@@ -329,6 +334,22 @@ class MasterAgentCheck:
     def child_exit(self, worker: Any) -> None:
         if self.board is not None:
             self.board.release(worker.age)
+
+
+_master_check: MasterAgentCheck | None = None
+
+
+def master_agent_check(host: str, port: int, worker_limit: int) -> MasterAgentCheck:
+    """The master's one agent check. gunicorn builds its hooks again on a reload (HUP) without calling
+    `when_ready` again: the new hooks must reach the responder and board the first ones started. A new port
+    needs a restart (the listener is bound once)."""
+    global _master_check
+    if _master_check is None or (
+        _master_check.board is None and (host, port) != (_master_check.host, _master_check.port)
+    ):
+        _master_check = MasterAgentCheck(host, port, worker_limit)
+    _master_check.worker_limit = worker_limit
+    return _master_check
 
 
 def publish_worker_load(worker: Any, host: WorkerHost) -> None:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agui_bridge.worker.agent_check import MasterAgentCheck, publish_worker_load
+from agui_bridge.worker.agent_check import master_agent_check, publish_worker_load
 from agui_bridge.worker.readiness import WORKER_READY_LOG, WorkerReadyNotice
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
     ready_notice = WorkerReadyNotice()
     # HAProxy's agent check, answered by a thread of this master (docs/design.md#agent-check).
     agent = (
-        MasterAgentCheck(settings.host, settings.agent_check_port, settings.max_active_runs_per_worker)
+        master_agent_check(settings.host, settings.agent_check_port, settings.max_active_runs_per_worker)
         if settings.agent_check_port
         else None
     )
@@ -123,7 +123,7 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
         ready_notice.worker_ready()  # last: the accept loop starts next
 
     def when_ready(server: Any) -> None:
-        if agent is not None:
+        if agent is not None and agent.responder is None:
             agent.start(server)  # before the first fork: every worker gets its slot
 
     def pre_fork(server: Any, worker: Any) -> None:

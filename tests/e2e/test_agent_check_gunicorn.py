@@ -126,3 +126,26 @@ def test_garbage_agent_send_gets_one_line_and_a_killed_worker_stops_counting(
         with contextlib.suppress(requests.RequestException, AssertionError):
             reader.rest()
         eventually(lambda: answers(server, b"100%\n"), timeout_s=30)  # respawned, idle, reported
+
+
+def test_a_reload_keeps_counting_the_new_workers(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+    with agent_server(tmp_path, demo_url, demo_token) as server:
+        eventually(lambda: answers(server, b"100%\n"))
+        old_workers = set(server.child_pids())
+        assert server.process is not None
+        os.kill(server.process.pid, signal.SIGHUP)  # `systemctl reload`: new workers, the old ones drain
+
+        def replaced() -> None:
+            assert len(server.child_pids()) == WORKERS and not old_workers & set(server.child_pids())
+
+        eventually(replaced, timeout_s=30)
+        eventually(lambda: answers(server, b"100%\n"))
+        reader = None
+        for _ in range(20):
+            reader = hold_a_run(server, tmp_path, "slow [SLOW 60]")
+            if reader is not None:
+                break
+        assert reader is not None
+        answers_soon(server, b"75%\n")  # the new workers report through the same answer
+        reader.response.close()
+        answers_soon(server, b"100%\n")

@@ -22,6 +22,7 @@ from agui_bridge.worker.agent_check import (
     WorkerLoad,
     agent_answer,
     free_capacity_percent,
+    master_agent_check,
 )
 from tests.support.agent_check import ask_agent
 
@@ -37,6 +38,13 @@ from tests.support.agent_check import ask_agent
         pytest.param([WorkerLoad(9, 4), WorkerLoad(0, 4)], 2, False, 50, id="a worker over its limit frees nothing"),
         pytest.param([WorkerLoad(0, 4, draining=True), WorkerLoad(0, 4)], 2, False, 50, id="one worker draining"),
         pytest.param([WorkerLoad(0, 4, True), WorkerLoad(1, 4, True)], 2, False, 0, id="every worker draining"),
+        pytest.param(
+            [WorkerLoad(3, 4, True), WorkerLoad(4, 4, True), WorkerLoad(0, 4), WorkerLoad(1, 4)],
+            2,
+            False,
+            88,
+            id="a reload: old workers draining beside their replacements",
+        ),
         pytest.param([WorkerLoad(0, 4), WorkerLoad(0, 4)], 2, True, 0, id="the master stops: the host drains"),
         pytest.param([WorkerLoad(0, 4)], 2, False, 50, id="a worker not reported yet has no free place"),
         pytest.param([], 2, False, 0, id="no worker reported yet"),
@@ -182,6 +190,13 @@ def test_a_failed_answer_sends_no_line_and_the_responder_goes_on() -> None:
         assert ask_agent(port) == b"7%\n"
     finally:
         responder.stop()
+
+
+def test_hooks_built_again_by_a_reload_reach_the_started_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("agui_bridge.worker.agent_check._master_check", None)
+    first = master_agent_check("127.0.0.1", 9100, 4)
+    first.board = LoadBoard(2)  # started: a reload (HUP) builds the hooks again without `when_ready`
+    assert master_agent_check("127.0.0.1", 9100, 8) is first and first.worker_limit == 8
 
 
 def test_a_port_that_cannot_be_bound_stops_the_start() -> None:

@@ -151,13 +151,17 @@ class AgentResponder:
 
     @staticmethod
     def bind(host: str, port: int) -> socket.socket:
-        """A listening socket on `host:port` (OSError when the port cannot be bound)."""
+        """A listening socket on `host:port` (OSError when the port cannot be bound). SO_REUSEPORT lets the new
+        master of a USR2 upgrade bind it beside the old one, as it takes over gunicorn's own socket; a socket
+        bound without it (another program) still refuses the bind."""
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
         listener = socket.socket(family, kind, proto)
         try:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if hasattr(socket, "SO_REUSEPORT"):
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             listener.bind(address)
             listener.listen(64)
         except BaseException:
@@ -366,8 +370,11 @@ def publish_worker_load(worker: Any, host: WorkerHost) -> None:
 
     def publish() -> None:
         while True:
-            taken, limit, draining = source.stream_load()
-            board.write(slot, pid, WorkerLoad(taken, limit, draining or not worker.alive))
+            try:
+                taken, limit, draining = source.stream_load()
+                board.write(slot, pid, WorkerLoad(taken, limit, draining or not worker.alive))
+            except Exception:  # a report skipped, not the reporting: the next one may succeed
+                log.warning("agent check: this worker's report failed", exc_info=True)
             runtime.sleep(LOAD_PUBLISH_INTERVAL_S)
 
     runtime.spawn(publish, name="agent-load")

@@ -209,6 +209,16 @@ def test_a_port_that_cannot_be_bound_stops_the_start() -> None:
     assert stopped.value.code == 1
 
 
+def test_a_new_master_binds_the_agent_port_beside_the_old_one() -> None:
+    """A USR2 upgrade: the new master starts while the old one still answers."""
+    old = AgentResponder.bind("127.0.0.1", 0)
+    try:
+        new = AgentResponder.bind("127.0.0.1", old.getsockname()[1])
+        new.close()
+    finally:
+        old.close()
+
+
 def test_the_agent_port_must_differ_from_the_http_port() -> None:
     with pytest.raises(ConfigError, match="--agent-check-port must differ from --port"):
         check_settings(Settings(port=8000, agent_check_port=8000))

@@ -14,6 +14,8 @@ import pytest
 from agui_bridge.app import create_app
 from agui_bridge.config import ConfigError
 from agui_bridge.config.settings import Settings, check_settings
+from agui_bridge.runs.registry import RunRegistry
+from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.worker.agent_check import (
     MAX_AGENT_CONNECTIONS,
     AgentResponder,
@@ -236,3 +238,20 @@ def test_a_host_that_cannot_answer_the_agent_check_says_so(
     with caplog.at_level(logging.WARNING, logger="agui_bridge.app"):
         create_app(settings)
     assert not [r for r in caplog.records if "AGENT_CHECK_PORT" in r.getMessage()]
+
+
+def test_a_worker_reports_every_place_its_stream_cap_counts(tmp_path: Path) -> None:
+    settings = Settings(a2a_url="http://127.0.0.1:9/", state_dir=tmp_path, max_thread_streams_per_worker=5)
+    service = create_app(settings).extensions[EXTENSION_KEY]
+    registry = RunRegistry()
+    service.registry = registry  # a registry of its own, not the process's
+    assert service.stream_load() == (0, 5, False)  # the thread back-end's cap in this process
+    assert registry.reserve(5)  # an admission under way
+    release = registry.admit_follower(5)  # a reattach follower
+    assert release is not None
+    assert service.stream_load() == (2, 5, False)
+    service.begin_drain()
+    assert service.stream_load() == (2, 5, True)
+    release()
+    registry.unreserve()
+    assert service.stream_load()[0] == 0

@@ -28,19 +28,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import guard_rules as rules
 import harness as h
 import loadgen as lg
 
+T = TypeVar("T")
 KERNEL_VERSION = "0.16.0"
 BASELINE = h.BENCH_DIR / "guard-baseline.json"
 LAST = h.BENCH_DIR / "guard-last.json"
 EXIT_PASS, EXIT_REGRESSED, EXIT_ERROR = 0, 1, 2
 #: Settle time after a measured turn: its clean-up (release commit, log line) is part of its cost.
 CLEANUP_S = 0.15
+#: A measured turn (or series of short turns) that takes longer is a hung server, not a slow one: exit 2.
+STEP_TIMEOUT_S = 180.0
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -83,6 +87,14 @@ def use_reference_venv(venv: Path) -> None:
     h.REF_CLI = venv / "bin" / "iac-code"
 
 
+def bounded(what: str, step: Coroutine[Any, Any, T]) -> T:
+    """Run one measured step under STEP_TIMEOUT_S, so a hung server fails the guard instead of stalling CI."""
+    try:
+        return asyncio.run(asyncio.wait_for(step, STEP_TIMEOUT_S))
+    except TimeoutError as exc:
+        raise RuntimeError(f"{what} did not finish within {STEP_TIMEOUT_S:g} s") from exc
+
+
 def long_turn_us_per_event(port: int, pid: int, ws: str, deltas: int, turns: int = 1) -> float:
     """Server CPU (all threads) per AG-UI event of `turns` consecutive turns of `deltas` text deltas each.
 
@@ -91,7 +103,8 @@ def long_turn_us_per_event(port: int, pid: int, ws: str, deltas: int, turns: int
     cpu0 = h.cpu_seconds(pid)
     events = 0
     for _ in range(turns):
-        rec = asyncio.run(lg.sse_stream(port, lg.agui_request(port, f"[DELTAS {deltas}] guard long turn", ws)))
+        request = lg.agui_request(port, f"[DELTAS {deltas}] guard long turn", ws)
+        rec = bounded(f"long turn on port {port}", lg.sse_stream(port, request))
         if rec.terminal != "RUN_FINISHED" or rec.events < deltas:
             raise RuntimeError(f"long turn on port {port} ended {rec.terminal} ({rec.error}, {rec.events} events)")
         events += rec.events
@@ -102,7 +115,10 @@ def long_turn_us_per_event(port: int, pid: int, ws: str, deltas: int, turns: int
 def short_turns_ms_per_turn(port: int, pid: int, ws: str, turns: int) -> float:
     """Server CPU (all threads) per 10-delta turn, `turns` in sequence, each on a new connection and thread."""
     cpu0 = h.cpu_seconds(pid)
-    recs = asyncio.run(lg.sequential_turns(port, lambda: lg.agui_request(port, "[DELTAS 10] guard turn", ws), turns))
+    recs = bounded(
+        f"{turns} short turns on port {port}",
+        lg.sequential_turns(port, lambda: lg.agui_request(port, "[DELTAS 10] guard turn", ws), turns),
+    )
     time.sleep(CLEANUP_S)
     cpu1 = h.cpu_seconds(pid)
     failed = [rec for rec in recs if rec.terminal != "RUN_FINISHED"]
@@ -113,7 +129,7 @@ def short_turns_ms_per_turn(port: int, pid: int, ws: str, turns: int) -> float:
 
 def warm(port: int, ws: str) -> None:
     for text in ("[DELTAS 50] warm-up", "[DELTAS 50] warm-up", "[DELTAS 2000] warm-up"):
-        rec = asyncio.run(lg.sse_stream(port, lg.agui_request(port, text, ws)))
+        rec = bounded(f"warm-up turn on port {port}", lg.sse_stream(port, lg.agui_request(port, text, ws)))
         if rec.terminal != "RUN_FINISHED":
             raise RuntimeError(f"warm-up turn on port {port} failed: {rec.error} {rec.body[:300]!r}")
 

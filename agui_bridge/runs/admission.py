@@ -186,6 +186,8 @@ class GuidanceTicket:
     context_id: str
     task_id: str
     cwd: str
+    #: The execution the guidance joins (the running one), sent in the `Agui-Execution-Id` header.
+    execution_id: str
 
 
 @tracing.traced("agui.admission", _admission_attributes)
@@ -211,6 +213,9 @@ def admit_guidance(store: ThreadStore, run: RunInput, *, cwd: str, digest: str, 
             state.run_digests[run.run_id] = digest
             state.last_activity_ms = now_ms
             txn.commit(state, Durability.CRASH)  # C1/C2, docs/design.md#commit-durability
-            return GuidanceTicket(run.thread_id, run.run_id, run.parent_run_id, state.context_id, task_id, state.cwd)
+            return GuidanceTicket(
+                run.thread_id, run.run_id, run.parent_run_id, state.context_id, task_id, state.cwd,
+                state.execution.execution_id,
+            )  # fmt: skip
     except StateError as exc:
         raise StateUnavailable() from exc

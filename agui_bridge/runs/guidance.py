@@ -74,6 +74,11 @@ class GuidanceStream:
         return f"guidance:{self._ticket.thread_id}/{self._ticket.run_id}"
 
     @property
+    def execution_id(self) -> str | None:
+        """The running execution this guidance joins (the `Agui-Execution-Id` response header)."""
+        return self._ticket.execution_id
+
+    @property
     def outcome(self) -> Outcome:
         return self._outcome or Outcome.DISCONNECTED
 

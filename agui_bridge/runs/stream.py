@@ -98,6 +98,11 @@ class RunStream:
         return self._ticket.key
 
     @property
+    def execution_id(self) -> str | None:
+        """The run's execution (the `Agui-Execution-Id` response header, docs/http-api.md#execution-id-header)."""
+        return self._ticket.execution_id
+
+    @property
     def record(self) -> RunRecord | None:
         """The run's record for reattach (None when recording is off)."""
         return self._detacher.record

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
+from agui_bridge.protocol.headers import EXECUTION_ID_HEADER
 from agui_bridge.protocol.sse import SSE_CONTENT_TYPE, SSE_RESPONSE_HEADERS
 from agui_bridge.web.context import get_service, get_worker
 from agui_bridge.web.request_body import read_run_request
@@ -21,4 +22,8 @@ def run() -> Response:
     response = Response(stream, status=200, content_type=SSE_CONTENT_TYPE, direct_passthrough=True)
     for name, value in SSE_RESPONSE_HEADERS:
         response.headers[name] = value
+    if (
+        stream.execution_id
+    ):  # a load balancer learns the execution's host from it (docs/http-api.md#execution-id-header)
+        response.headers[EXECUTION_ID_HEADER] = stream.execution_id
     return response

@@ -155,13 +155,22 @@ class HaproxyProcess:
         assert match, info
         return int(match.group(1))
 
+    def peers_resynced(self) -> None:
+        """The worker has finished its own resync (`show peers`: the section's flags have RESYNC_LOCAL and
+        RESYNC_REMOTE, 0x3, set), about 5 s after it started when no other peer teaches it. A worker reloaded
+        before that does not teach the next one, and the table is lost (deploy/README.md "Several hosts")."""
+        answer = self.command("show peers")
+        match = re.search(r"id=agui_peers disabled=\d+ flags=0x([0-9a-f]+)", answer)
+        assert match and int(match.group(1), 16) & 0x3 == 0x3, f"peers not resynced yet: {answer[:300]}"
+
     def reload(self, hosts: Sequence[Host] | None = None) -> None:
-        """Rewrite the config (new server lines, if given) and reload as an operator does (SIGUSR2 to the master);
-        returns once the new worker answers on the runtime socket."""
+        """Rewrite the config (new server lines, if given) and reload as an operator does (SIGUSR2 to the master),
+        once the running worker can teach its tables to the next; returns once the new worker answers."""
         assert self.process is not None
         if hosts is not None:
             self.hosts = list(hosts)
         self.write_config()
+        eventually(self.peers_resynced, timeout_s=15, interval_s=0.1)
         before = self.worker_pid()
         os.kill(self.process.pid, signal.SIGUSR2)
 

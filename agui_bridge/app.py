@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import uuid
@@ -20,6 +21,7 @@ from agui_bridge.web import capabilities_api, console_api, extension_api, health
 from agui_bridge.web.auth import guard_request
 from agui_bridge.web.context import EXTENSION_KEY
 from agui_bridge.web.http_errors import register_error_handlers
+from agui_bridge.worker.agent_check import answered_here
 from agui_bridge.worker.host import WORKER_KEY, WorkerHost
 from agui_bridge.worker.maintenance import WorkerLoops
 from agui_bridge.worker.runtime import select_runtime
@@ -69,6 +71,14 @@ def _observer(settings: Settings) -> NullObserver | PrometheusObserver:
     return PrometheusObserver()
 
 
+#: What an app says when the agent-check option is set where nobody answers it (docs/design.md#agent-check).
+NO_AGENT_CHECK_HERE = (
+    "agui-bridge: --agent-check-port (IAC_CODE_AGUI_AGENT_CHECK_PORT=%d) is answered only by gunicorn with the "
+    "bridge's hooks (agui-bridge serve, deploy/gunicorn.conf.py, deploy/gunicorn-gthread.conf.py); this server "
+    "does not answer HAProxy's agent check, which then keeps the weight it has"
+)
+
+
 def create_app(settings: Settings | None = None) -> Flask:
     """Build one app per worker process (after fork): no I/O happens here beyond object creation.
 
@@ -80,6 +90,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     """
     settings = settings or load_settings(os.environ)
     warn_once_if_logging_unconfigured()
+    if settings.agent_check_port and not answered_here():
+        logging.getLogger(__name__).warning(NO_AGENT_CHECK_HERE, settings.agent_check_port)
     require_a2a_upstream(settings)  # no default URL: the app is built for a kernel someone named
     assert settings.a2a_url is not None
     app = Flask("agui_bridge")

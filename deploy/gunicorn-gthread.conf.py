@@ -11,6 +11,7 @@ import threading
 import traceback
 
 from agui_bridge.gunicorn_config import config_from_environment, drain_worker
+from agui_bridge.worker.hooks import publish_load
 
 # The validated IAC_CODE_AGUI_* settings, as for gevent; the gevent-only parts are replaced below.
 globals().update({k: v for k, v in config_from_environment().items() if k != "worker_connections"})
@@ -37,6 +38,7 @@ def post_worker_init(worker):
         drain.start()
 
     signal.signal(signal.SIGTERM, on_term)
+    publish_load(worker)  # this worker's counts for HAProxy's agent check, when IAC_CODE_AGUI_AGENT_CHECK_PORT is set
 
 
 def worker_abort(worker):

@@ -27,6 +27,7 @@ from agui_bridge.config.values import non_negative as _non_negative
 from agui_bridge.config.values import non_negative_int as _non_negative_int
 from agui_bridge.config.values import paths as _paths
 from agui_bridge.config.values import port as _port
+from agui_bridge.config.values import port_or_off as _port_or_off
 from agui_bridge.config.values import positive as _positive
 from agui_bridge.config.values import positive_int as _positive_int
 from agui_bridge.config.values import string as _string
@@ -237,6 +238,10 @@ OPTIONS: tuple[Option, ...] = (
         "hub_watchdog_ms", "HUB_WATCHDOG_MS", 0.0, _non_negative,
         "--hub-watchdog-ms must be a non-negative number of milliseconds.",
         "log (WARNING, with the stack) any greenlet that holds a gevent worker's hub this long (0: off)",
+    ),
+    Option(
+        "agent_check_port", "AGENT_CHECK_PORT", 0, _port_or_off, "--agent-check-port must be between 0 and 65535.",
+        "gunicorn: answer HAProxy's agent-check with the free capacity on this port of --host (0: off)",
     ),
 )  # fmt: skip
 

@@ -50,6 +50,7 @@ class Settings:
 
     host: str = declared("host")
     port: int = declared("port")
+    agent_check_port: int = declared("agent_check_port")  # 0: off (docs/design.md#agent-check)
     workers: int = declared("workers")
     a2a_url: str | None = declared("a2a_url")
     a2a_token: str | None = declared("a2a_token")
@@ -114,6 +115,8 @@ def build_settings(resolved: Resolved, environ: Mapping[str, str], *, serving: b
 
 def check_settings(settings: Settings) -> None:
     """Rules that involve several values. Secure by default: no token means loopback only."""
+    if settings.agent_check_port and settings.agent_check_port == settings.port:
+        raise ConfigError("--agent-check-port must differ from --port.")
     if settings.reattach_retention_s < settings.reattach_window_s:
         raise ConfigError("--reattach-retention must be at least --reattach-window.")
     if not settings.auth_token and not settings.allow_unauthenticated and not is_loopback_host(settings.host):

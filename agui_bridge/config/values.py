@@ -33,6 +33,16 @@ def port(value: Any) -> int:
     return port
 
 
+def port_or_off(value: Any) -> int:
+    """A port, or 0 for "off"."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise ValueError(port)
+    return port
+
+
 def positive_int(value: Any) -> int:
     number = non_negative_int(value)
     if number < 1:

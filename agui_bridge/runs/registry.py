@@ -118,6 +118,12 @@ class RunRegistry:
         return len(self._open)
 
     @property
+    def taken(self) -> int:
+        """Places taken in the stream cap: open streams, admissions under way and followers."""
+        with self._lock:
+            return self._taken()
+
+    @property
     def admitting(self) -> int:
         return self._admitting
 

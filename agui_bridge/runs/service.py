@@ -216,6 +216,11 @@ class BridgeService:
         """The runs this process streams, by run key: what its beacon lists (docs/design.md#leases-and-beacons)."""
         return self.registry.snapshot()
 
+    def stream_load(self) -> tuple[int, int, bool]:
+        """Places taken in the worker's stream cap, the cap, and whether the worker drains: what it reports for
+        HAProxy's agent check (docs/design.md#agent-check)."""
+        return self.registry.taken, self._stream_limit(), self.draining
+
     def is_idle(self) -> bool:
         """Idle for `idle_shutdown_s` here and in every thread file (runs of other workers count)."""
         idle_s = self.settings.idle_shutdown_s

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agui_bridge.worker.agent_check import master_agent_check, publish_worker_load
 from agui_bridge.worker.readiness import WORKER_READY_LOG, WorkerReadyNotice
 
 if TYPE_CHECKING:
@@ -81,6 +82,12 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
     warning = unauthenticated_warning(settings)
     # READY=1 once a worker answers, not when the master listens (docs/operations.md#readiness).
     ready_notice = WorkerReadyNotice()
+    # HAProxy's agent check, answered by a thread of this master (docs/design.md#agent-check).
+    agent = (
+        master_agent_check(settings.host, settings.agent_check_port, settings.max_active_runs_per_worker)
+        if settings.agent_check_port
+        else None
+    )
 
     def on_starting(server: Any) -> None:
         ready_notice.arm()
@@ -102,6 +109,8 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
         # logging and switch interval (docs/design.md#process-setup).
         configure_process(settings)
         post_worker_init(worker)
+        if agent is not None:
+            publish_load(worker)
         if settings.hub_watchdog_ms > 0:
             from agui_bridge.worker.hub_watchdog import count_and_log_report, log_report, start_hub_watchdog
 
@@ -112,6 +121,19 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
         # Before the notice, so a READY=1 always finds this line already written (docs/operations.md#readiness).
         worker.log.info("%s %s", WORKER_READY_LOG, worker.pid)
         ready_notice.worker_ready()  # last: the accept loop starts next
+
+    def when_ready(server: Any) -> None:
+        if agent is not None and agent.responder is None:
+            agent.start(server)  # before the first fork: every worker gets its slot
+
+    def pre_fork(server: Any, worker: Any) -> None:
+        if agent is not None:
+            agent.pre_fork(worker)
+
+    def on_child_exit(server: Any, worker: Any) -> None:
+        child_exit(server, worker)
+        if agent is not None:
+            agent.child_exit(worker)  # a reaped worker's streams are gone, SIGKILL included
 
     return {
         "bind": [f"{settings.host}:{settings.port}"],
@@ -134,7 +156,9 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
         "post_worker_init": init_worker,
         "worker_abort": worker_abort,
         "worker_exit": worker_exit,
-        "child_exit": child_exit,
+        "child_exit": on_child_exit,
+        "when_ready": when_ready,
+        "pre_fork": pre_fork,
     }
 
 
@@ -192,6 +216,14 @@ def post_worker_init(worker: Any) -> None:
     # The app's objects live as long as the worker: keep them out of every full collection
     # (docs/design.md#gc-freeze).
     gc.freeze()
+
+
+def publish_load(worker: Any) -> None:
+    """In a worker the master gave an agent-check slot: report its stream counts there
+    (docs/design.md#agent-check). Both shipped gunicorn configs call it from their worker hook."""
+    host = worker_host(worker.wsgi)
+    if host is not None:
+        publish_worker_load(worker, host)
 
 
 def child_exit(server: Any, worker: Any) -> None:

@@ -1,0 +1,380 @@
+"""HAProxy's agent check: the host's free stream capacity as a weight percentage (docs/design.md#agent-check).
+
+HAProxy (`agent-check agent-port <port>`) connects, may send its `agent-send` text, reads one line and closes.
+The bridge answers `<n>%\\n` and nothing else: the share of the host's stream places (the same count as
+`--max-active-runs`: open streams, admissions under way and reattach followers, per worker) that are free,
+rounded up so that a host with any free place never answers 0%, and 0% when the host is full or draining. It
+never sends `ready`, `drain`, `maint`, `up` or `down`: HAProxy's `ready` clears an operator's DRAIN or MAINT
+set through the runtime API, and health is the regular `check`'s business.
+
+Where it runs (gunicorn only): a thread in the gunicorn master owns the listener and answers from a small
+table in memory shared with the workers (`LoadBoard`): the master gives each worker a slot before it forks it
+(`pre_fork`) and clears it when it reaps it (`child_exit`, also after a SIGKILL); each worker writes its own
+counts there a few times a second. So no worker's hub ever serves an agent connection, the answer covers every
+worker, and a dead worker's streams stop counting the moment the master reaps it. Stdlib only: the master
+imports this before any worker is forked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agui_bridge.worker.fork import after_fork_in_child
+
+if TYPE_CHECKING:
+    from agui_bridge.worker.host import WorkerHost
+
+log = logging.getLogger(__name__)
+
+#: One worker's slot: pid (0: free), places taken, its stream limit, draining (0/1).
+SLOT = struct.Struct("=qqqq")
+#: Slots beyond twice the workers (a reload runs old and new side by side): a late stop beside its replacement, TTIN.
+SPARE_SLOTS = 16
+#: How often a worker writes its counts into its slot (the answer lags the truth by at most this).
+LOAD_PUBLISH_INTERVAL_S = 0.25
+#: Agent connections served at once; past it the listener waits (the kernel's backlog holds the rest).
+MAX_AGENT_CONNECTIONS = 32
+#: Bytes of `agent-send` read (and discarded) per connection before it is closed anyway.
+PEER_READ_CAP = 4096
+#: A connection is closed this long after its answer was written, whatever the peer does.
+CONNECTION_DEADLINE_S = 1.0
+#: The worker attribute the master sets before fork: the board and the worker's slot.
+SLOT_ATTRIBUTE = "agui_load_slot"
+
+
+@dataclass(frozen=True)
+class WorkerLoad:
+    """What one worker reports: stream places taken, its limit, and whether it is draining."""
+
+    taken: int
+    limit: int
+    draining: bool = False
+
+
+def free_capacity_percent(
+    loads: Sequence[WorkerLoad], *, workers: int, worker_limit: int, stopping: bool = False
+) -> int:
+    """The host's free stream places as a share of its capacity, 0-100, rounded up (docs/design.md#agent-check).
+
+    `workers` is how many workers the host runs; one that has not reported yet (starting, or respawned after a
+    crash) counts with `worker_limit` places, none of them free. A draining worker is on its way out: it adds
+    neither places nor free ones, and counts as one not reported when no replacement reports yet (so a host whose
+    every worker drains answers 0, and a reload's old workers draining beside their replacements do not halve
+    the answer). A host that is stopping answers 0. A host with any free place answers at least 1: HAProxy reads
+    0% as "no new traffic" (the weight of a DRAIN)."""
+    if stopping:
+        return 0
+    serving = [load for load in loads if not load.draining]
+    missing = max(0, workers - len(serving))
+    capacity = sum(max(0, load.limit) for load in serving) + missing * max(0, worker_limit)
+    free = sum(max(0, load.limit - load.taken) for load in serving)
+    if capacity <= 0 or free <= 0:
+        return 0
+    return min(100, -(-100 * free // capacity))
+
+
+def agent_answer(percent: int) -> bytes:
+    """The one line HAProxy reads: a weight relative to the server's configured weight."""
+    return f"{max(0, min(100, percent))}%\n".encode("ascii")
+
+
+class LoadBoard:
+    """Per-worker counts in anonymous memory shared across fork: the master assigns and clears slots and reads
+    them all; a worker writes only its own. A read racing a write may mix two reports of one worker: one
+    answer is a little off, the next is right."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self._memory = mmap.mmap(-1, SLOT.size * slots)  # MAP_SHARED | MAP_ANONYMOUS: the children see it
+        self._assigned: dict[int, int] = {}  # slot -> worker age (the master's bookkeeping)
+
+    def assign(self, age: int) -> int | None:
+        """A free slot for the worker about to be forked (master), cleared; None when every slot is taken."""
+        for slot in range(self.slots):
+            if slot not in self._assigned:
+                self._assigned[slot] = age
+                SLOT.pack_into(self._memory, slot * SLOT.size, 0, 0, 0, 0)
+                return slot
+        return None
+
+    def release(self, age: int) -> None:
+        """The worker is gone (master, after reaping it): its streams no longer count."""
+        for slot, owner in list(self._assigned.items()):
+            if owner == age:
+                SLOT.pack_into(self._memory, slot * SLOT.size, 0, 0, 0, 0)
+                del self._assigned[slot]
+
+    def write(self, slot: int, pid: int, load: WorkerLoad) -> None:
+        """A worker's report into its own slot."""
+        SLOT.pack_into(self._memory, slot * SLOT.size, pid, load.taken, load.limit, int(load.draining))
+
+    def read(self) -> list[WorkerLoad]:
+        """Every worker that has reported and has not been reaped."""
+        loads = []
+        for slot in range(self.slots):
+            pid, taken, limit, draining = SLOT.unpack_from(self._memory, slot * SLOT.size)
+            if pid:
+                loads.append(WorkerLoad(taken, limit, bool(draining)))
+        return loads
+
+
+class AgentResponder:
+    """One thread, one selector: accept, write the answer, shut the write side, read and discard what the peer
+    sends until it closes (at most `PEER_READ_CAP` bytes, `CONNECTION_DEADLINE_S`), close. Reading the peer's
+    `agent-send` before closing matters: closing over unread bytes resets the connection, and a reset may make
+    HAProxy drop the line before it reads it. Nothing the peer sends is interpreted."""
+
+    def __init__(self, listener: socket.socket, answer: Callable[[], bytes | None]) -> None:
+        self.listener = listener
+        self._answer = answer
+        listener.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(listener, selectors.EVENT_READ, None)
+        self._wake_reader, self._wake_writer = socket.socketpair()  # `stop` wakes the selector at once
+        self._selector.register(self._wake_reader, selectors.EVENT_READ, "wake")
+        self._accepting = True
+        self._connections: dict[socket.socket, tuple[float, int]] = {}  # connection -> (deadline, bytes read)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        after_fork_in_child(self._close_in_child)  # a worker must not hold the master's agent sockets
+
+    @staticmethod
+    def bind(host: str, port: int) -> socket.socket:
+        """A listening socket on `host:port` (OSError when the port cannot be bound). SO_REUSEPORT lets the new
+        master of a USR2 upgrade bind it beside the old one, as it takes over gunicorn's own socket; a socket
+        bound without it (another program) still refuses the bind."""
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        listener = socket.socket(family, kind, proto)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if hasattr(socket, "SO_REUSEPORT"):
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            listener.bind(address)
+            listener.listen(64)
+        except BaseException:
+            listener.close()
+            raise
+        return listener
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._serve, name="agui-agent-check", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the thread and close every socket (tests; a master just exits)."""
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self._wake_writer.send(b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._close_all()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            nearest = min((deadline for deadline, _ in self._connections.values()), default=now + 0.5)
+            for key, _ in self._selector.select(max(0.0, min(0.5, nearest - now))):
+                if key.data is None:
+                    self._accept()
+                elif key.data == "wake":
+                    continue
+                else:
+                    self._read(key.fileobj)  # type: ignore[arg-type]
+            now = time.monotonic()
+            for connection, (deadline, _) in list(self._connections.items()):
+                if now >= deadline:
+                    self._close(connection)
+
+    def _accept(self) -> None:
+        try:
+            connection, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # out of descriptors: do not spin on a listener that stays readable
+            log.warning("agent check: accept failed", exc_info=True)
+            time.sleep(0.1)
+            return
+        connection.setblocking(False)
+        try:
+            line = self._answer()
+        except Exception:  # no answer is better than a wrong one: HAProxy keeps the weight it has
+            log.warning("agent check: no answer", exc_info=True)
+            line = None
+        try:
+            if line:
+                connection.send(line)  # a few bytes into an empty send buffer: never partial
+            connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            connection.close()
+            return
+        self._connections[connection] = (time.monotonic() + CONNECTION_DEADLINE_S, 0)
+        self._selector.register(connection, selectors.EVENT_READ, "peer")
+        if len(self._connections) >= MAX_AGENT_CONNECTIONS and self._accepting:
+            self._selector.unregister(self.listener)
+            self._accepting = False
+
+    def _read(self, connection: socket.socket) -> None:
+        try:
+            data = connection.recv(PEER_READ_CAP)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        deadline, seen = self._connections[connection]
+        seen += len(data)
+        if not data or seen > PEER_READ_CAP:
+            self._close(connection)
+        else:
+            self._connections[connection] = (deadline, seen)
+
+    def _close(self, connection: socket.socket) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(connection)
+        self._connections.pop(connection, None)
+        connection.close()
+        if not self._accepting and len(self._connections) < MAX_AGENT_CONNECTIONS:
+            self._selector.register(self.listener, selectors.EVENT_READ, None)
+            self._accepting = True
+
+    def _close_all(self) -> None:
+        for connection in list(self._connections):
+            connection.close()
+        self._connections.clear()
+        self._selector.close()
+        self.listener.close()
+        self._wake_reader.close()
+        self._wake_writer.close()
+
+    def _close_in_child(self) -> None:
+        """After fork, in the child: the thread is not there; close its copies of the sockets and the selector
+        (no lock is taken here: one the master's thread held at the fork would never be released)."""
+        self._thread = None
+        self._close_all()
+
+
+# --------------------------------------------------------------------------------------------- gunicorn glue
+
+
+class StreamLoad(Protocol):
+    """What a worker's service tells about its stream places (`runs/service.BridgeService.stream_load`)."""
+
+    def stream_load(self) -> tuple[int, int, bool]: ...
+
+
+#: Set in the gunicorn master once the responder listens; forked workers inherit it. An app built in a process
+#: where it is not set (another WSGI host, gunicorn without the bridge's hooks) says the option does nothing.
+_answered_by_master = False
+
+
+def answered_here() -> bool:
+    """True in a gunicorn master that serves the agent check, and in the workers it forked."""
+    return _answered_by_master
+
+
+class MasterAgentCheck:
+    """The agent check of one gunicorn master: built with the settings, started by `when_ready`."""
+
+    def __init__(self, host: str, port: int, worker_limit: int) -> None:
+        self.host = host
+        self.port = port
+        self.worker_limit = worker_limit
+        self.board: LoadBoard | None = None
+        self.responder: AgentResponder | None = None
+        self._listening_at_start = False
+
+    def start(self, server: Any) -> None:
+        """In the master, after gunicorn bound its own port and before it forks a worker. A port that cannot
+        be bound stops the start, as gunicorn's own port does (status 1)."""
+        global _answered_by_master
+        try:
+            listener = AgentResponder.bind(self.host, self.port)
+        except OSError as exc:
+            server.log.error("agui-bridge: the agent-check port %s:%d cannot be bound: %s", self.host, self.port, exc)
+            raise SystemExit(1) from None
+        # A reload (HUP) runs the old workers beside their replacements until they have drained.
+        self.board = LoadBoard(2 * int(server.num_workers) + SPARE_SLOTS)
+        self._listening_at_start = bool(server.LISTENERS)
+        self.responder = AgentResponder(listener, lambda: self.answer(server))
+        self.responder.start()
+        _answered_by_master = True
+        server.log.info("agui-bridge: answering HAProxy's agent check on %s:%d", self.host, self.port)
+
+    def answer(self, server: Any) -> bytes:
+        """The line for one agent connection, from the board and the master's own state."""
+        assert self.board is not None
+        # gunicorn's stop closes its listeners first, before it signals the workers: from then on the host drains.
+        stopping = self._listening_at_start and not server.LISTENERS
+        loads = self.board.read()
+        # A worker not reported yet has the limit its siblings report (the thread back-end's is lower).
+        worker_limit = max((load.limit for load in loads), default=self.worker_limit)
+        percent = free_capacity_percent(
+            loads, workers=int(server.num_workers), worker_limit=worker_limit, stopping=stopping
+        )
+        return agent_answer(percent)
+
+    def pre_fork(self, worker: Any) -> None:
+        """Give the worker about to be forked its slot (it inherits the attribute)."""
+        if self.board is None:
+            return
+        slot = self.board.assign(worker.age)
+        if slot is None:
+            worker.log.warning("agui-bridge: no agent-check slot left: this worker's streams are not counted")
+            return
+        setattr(worker, SLOT_ATTRIBUTE, (self.board, slot))
+
+    def child_exit(self, worker: Any) -> None:
+        if self.board is not None:
+            self.board.release(worker.age)
+
+
+_master_check: MasterAgentCheck | None = None
+
+
+def master_agent_check(host: str, port: int, worker_limit: int) -> MasterAgentCheck:
+    """The master's one agent check. gunicorn builds its hooks again on a reload (HUP) without calling
+    `when_ready` again: the new hooks must reach the responder and board the first ones started. A new port
+    needs a restart (the listener is bound once)."""
+    global _master_check
+    if _master_check is None or (
+        _master_check.board is None and (host, port) != (_master_check.host, _master_check.port)
+    ):
+        _master_check = MasterAgentCheck(host, port, worker_limit)
+    _master_check.worker_limit = worker_limit
+    return _master_check
+
+
+def publish_worker_load(worker: Any, host: WorkerHost) -> None:
+    """In a worker forked with a slot: write its counts there every `LOAD_PUBLISH_INTERVAL_S`, in a greenlet or
+    a thread as the worker's runtime spawns it (each pass is a few reads under the registry's lock and one
+    32-byte write: nothing that could hold the hub)."""
+    assigned = getattr(worker, SLOT_ATTRIBUTE, None)
+    service = host.loops.service
+    if assigned is None or not hasattr(service, "stream_load"):
+        return
+    board, slot = assigned
+    source: StreamLoad = service  # type: ignore[assignment]
+    runtime, pid = host.runtime, os.getpid()
+
+    def publish() -> None:
+        while True:
+            try:
+                taken, limit, draining = source.stream_load()
+                board.write(slot, pid, WorkerLoad(taken, limit, draining or not worker.alive))
+            except Exception:  # a report skipped, not the reporting: the next one may succeed
+                log.warning("agent check: this worker's report failed", exc_info=True)
+            runtime.sleep(LOAD_PUBLISH_INTERVAL_S)
+
+    runtime.spawn(publish, name="agent-load")

@@ -1,0 +1,151 @@
+"""End to end: `agui-bridge serve --agent-check-port` answers HAProxy's agent check with the host's free capacity.
+
+Two gevent workers with two stream places each (a host limit of four): 100% idle, a lower share while demo-agent
+runs are held open, 0% at the limit, 0% from the moment the master is told to stop while the runs it holds still
+finish on their own; a garbage or huge `agent-send` gets one line and a close, and no worker notices
+(docs/design.md#agent-check).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from agui_bridge.demo.testing import free_port
+from tests.support.agent_check import ask_agent
+from tests.support.agui_checks import assert_valid_agui_stream
+from tests.support.eventually import eventually
+from tests.support.harness import BridgeServer, StreamReader, new_thread_id, run_body
+
+pytestmark = pytest.mark.e2e
+
+#: Two workers of two places: every held run is a quarter of the host.
+PLACES_PER_WORKER = 2
+WORKERS = 2
+
+
+@contextlib.contextmanager
+def agent_server(tmp_path: Path, demo_url: str, demo_token: str, **options: object) -> Iterator[BridgeServer]:
+    server = BridgeServer(
+        demo_url, demo_token, tmp_path / "state", tmp_path, workers=WORKERS, max_active_runs=PLACES_PER_WORKER,
+        agent_check_port=free_port(), heartbeat_interval=0.5, **options,
+    ).start()  # fmt: skip
+    try:
+        yield server
+    finally:
+        server.stop(signal.SIGKILL)
+
+
+def agent_port(server: BridgeServer) -> int:
+    return int(str(server.options["agent_check_port"]))
+
+
+def answers(server: BridgeServer, expected: bytes) -> None:
+    assert ask_agent(agent_port(server), b"bridge/host\n") == expected
+
+
+def answers_soon(server: BridgeServer, expected: bytes) -> None:
+    """Within a few of the workers' report intervals."""
+    eventually(lambda: answers(server, expected))
+
+
+def hold_a_run(server: BridgeServer, tmp_path: Path, text: str) -> StreamReader | None:
+    """A run held open past RUN_STARTED, or None when the worker that took it was full (503)."""
+    response = server.post(run_body(new_thread_id(), text, tmp_path))
+    if response.status_code == 503:
+        response.close()
+        return None
+    assert response.status_code == 200, response.text
+    reader = StreamReader(response)
+    reader.until(lambda events: any(e["type"] == "RUN_STARTED" for e in events))
+    return reader
+
+
+def test_the_agent_answers_the_free_share_and_zero_when_full_or_draining(
+    tmp_path: Path, demo_url: str, demo_token: str
+) -> None:
+    # The drain waits up to 50 s for runs to end on their own: the held runs (20 s) finish within it.
+    with agent_server(tmp_path, demo_url, demo_token, graceful_timeout=60) as server:
+        eventually(lambda: answers(server, b"100%\n"))
+        held: list[StreamReader] = []
+        expected = iter([b"75%\n", b"50%\n", b"25%\n", b"0%\n"])
+        for _ in range(40):  # a run landing on a full worker is refused: try again (bounded)
+            reader = hold_a_run(server, tmp_path, "slow [SLOW 20]")
+            if reader is None:
+                continue
+            held.append(reader)
+            answers_soon(server, next(expected))
+            if len(held) == WORKERS * PLACES_PER_WORKER:
+                break
+        assert len(held) == WORKERS * PLACES_PER_WORKER
+        answers(server, b"0%\n")  # full
+
+        held.pop().response.close()  # a client leaves: its run is cancelled and its place is free again
+        eventually(lambda: answers(server, b"25%\n"))
+
+        assert server.process is not None
+        os.kill(server.process.pid, signal.SIGTERM)  # the master drains (as systemd stops it)
+        eventually(lambda: answers(server, b"0%\n"))
+        for reader in held:  # the runs the host holds go on to their own end
+            events = assert_valid_agui_stream(reader.rest(), expect_terminal="success")
+            assert events[-1]["type"] == "RUN_FINISHED"
+            answers(server, b"0%\n")
+
+
+def test_garbage_agent_send_gets_one_line_and_a_killed_worker_stops_counting(
+    tmp_path: Path, demo_url: str, demo_token: str
+) -> None:
+    with agent_server(tmp_path, demo_url, demo_token) as server:
+        eventually(lambda: answers(server, b"100%\n"))
+        garbage = bytes(range(256)).replace(b"\n", b"").replace(b"\r", b"") * 8  # no line end
+        assert ask_agent(agent_port(server), garbage) == b"100%\n"
+        chunk = b"\xff" * 65536
+        connection = socket.create_connection(("127.0.0.1", agent_port(server)), timeout=5)
+        with connection, pytest.raises(OSError):  # past the read cap the responder closes
+            for _ in range(1024):  # 64 MiB at most, far beyond any socket buffer
+                connection.sendall(chunk)
+        answers(server, b"100%\n")
+        assert requests.get(server.url + "health", timeout=5).status_code == 200  # no worker stalled
+
+        reader = None
+        for _ in range(20):
+            reader = hold_a_run(server, tmp_path, "slow [SLOW 60]")
+            if reader is not None:
+                break
+        assert reader is not None
+        eventually(lambda: answers(server, b"75%\n"))
+        for pid in server.child_pids():  # SIGKILL both workers: the master reaps them and forgets their runs
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(requests.RequestException, AssertionError):
+            reader.rest()
+        eventually(lambda: answers(server, b"100%\n"), timeout_s=30)  # respawned, idle, reported
+
+
+def test_a_reload_keeps_counting_the_new_workers(tmp_path: Path, demo_url: str, demo_token: str) -> None:
+    with agent_server(tmp_path, demo_url, demo_token) as server:
+        eventually(lambda: answers(server, b"100%\n"))
+        old_workers = set(server.child_pids())
+        assert server.process is not None
+        os.kill(server.process.pid, signal.SIGHUP)  # `systemctl reload`: new workers, the old ones drain
+
+        def replaced() -> None:
+            assert len(server.child_pids()) == WORKERS and not old_workers & set(server.child_pids())
+
+        eventually(replaced, timeout_s=30)
+        eventually(lambda: answers(server, b"100%\n"))
+        reader = None
+        for _ in range(20):
+            reader = hold_a_run(server, tmp_path, "slow [SLOW 60]")
+            if reader is not None:
+                break
+        assert reader is not None
+        answers_soon(server, b"75%\n")  # the new workers report through the same answer
+        reader.response.close()
+        answers_soon(server, b"100%\n")

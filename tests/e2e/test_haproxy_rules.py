@@ -181,6 +181,17 @@ def test_a_placed_thread_whose_host_is_gone_gets_thread_host_unavailable_at_once
             silenced.close()
 
 
+def test_a_placed_thread_whose_host_hangs_up_mid_request_gets_thread_host_unavailable(rig: Rig) -> None:
+    assert rig.post("/", body("thread-hung-up")).status_code == 200
+    host = rig.stubs[rig.registry.thread_host["thread-hung-up"]]
+    host.hang_up = True
+    answer = rig.post("/", body("thread-hung-up"), timeout_s=HOST_LOST_BOUND_S)
+    assert answer.status_code == 503, answer.text  # HAProxy's 502, turned into the documented answer
+    assert answer.json()["error"]["code"] == "THREAD_HOST_UNAVAILABLE"
+    host.hang_up = False
+    assert rig.post("/", body("thread-new")).status_code == 200
+
+
 def test_a_host_answering_zero_percent_takes_no_new_thread_but_keeps_its_own(rig: Rig) -> None:
     assert rig.post("/", body("thread-kept")).status_code == 200
     full = rig.registry.thread_host["thread-kept"]

@@ -53,6 +53,8 @@ class StubHost:
         self.address = address
         self.registry = registry
         self.capacity_percent = capacity_percent
+        #: Close each connection when a request arrives, without an answer (a host dying mid-request).
+        self.hang_up = False
         self.port = 0
         self.agent_port = 0
         self._servers: list[asyncio.Server] = []
@@ -93,6 +95,9 @@ class StubHost:
                     if line[:15].lower() == "content-length:":
                         length = int(line[15:])
                 body = await reader.readexactly(length) if length else b""
+                if self.hang_up and path != "/health":
+                    writer.transport.abort()
+                    return
                 writer.write(self.answer(method, path, body))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):

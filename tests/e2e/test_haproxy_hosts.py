@@ -115,7 +115,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         haproxy = HaproxyProcess(root / "haproxy", free_port(), free_port(), [h.host for h in started]).start()
         running = haproxy
         eventually(lambda: all_up(running, [h.host for h in started]), timeout_s=20, interval_s=0.1)
-        yield Cluster(haproxy, {h.host.name: h for h in started}, workspace)
+        hosts = {h.host.name: h for h in started}
+        yield Cluster(haproxy, hosts, workspace)
+        started = list(hosts.values())  # with any host the test added
     finally:
         if haproxy is not None:
             haproxy.stop()

@@ -100,8 +100,8 @@ class StubHost:
                     return
                 writer.write(self.answer(method, path, body))
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, asyncio.CancelledError):
+            pass  # a client gone, or the loop closing: a stub's connection just ends
         finally:
             self._connections.discard(writer)
             writer.close()

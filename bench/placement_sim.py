@@ -4,14 +4,16 @@
 bridge does, in this one process), then a host is added (a reload with a new server line), one is removed (its
 stub stops answering: port refused, as after a SIGKILL) and one drained (`set server ... state drain` on the
 runtime API). After each change the script counts the threads whose host changed (HAProxy's own table, every
-entry, before and after), routes a sample of existing threads (a stub counts any request for a thread another
-stub holds as misrouted), the host-lost errors of the removed host's threads, and where new threads land.
+entry, before and after), routes existing threads through the status route (every thread after the reload, every
+thread of the removed and of the drained host, 5,000 others after the removal; a stub counts any request for a
+thread another stub holds as misrouted), the host-lost errors among them, and where new threads land.
 
     python bench/placement_sim.py                      # bench/results/<date>-placement.json and .md
     python bench/placement_sim.py --threads 20000      # a quicker run
 
-Needs haproxy (bash scripts/install-host-tools). Client concurrency is modest (32 keep-alive connections) and the
-run stops itself after --max-seconds.
+Needs haproxy (bash scripts/install-host-tools). Client concurrency is modest (32 keep-alive connections; 128 for
+the removed host's threads, which mostly wait in HAProxy's retry timers) and the run stops itself after
+--max-seconds (about 100 s for the default run on 2 shared cores).
 """
 
 from __future__ import annotations
@@ -47,8 +49,7 @@ from tests.support.haproxy import (  # noqa: E402
 )
 from tests.support.stub_hosts import Answer, Client, Registry, StubHost  # noqa: E402
 
-SAMPLE_EXISTING = 5000
-LOST_SAMPLE = 320
+SAMPLE_OTHERS = 5000
 NEW_PER_PHASE = 10000
 
 
@@ -108,15 +109,23 @@ class Simulation:
         rows = {row.split()[3]: row.split() for row in state.splitlines()[1:] if len(row.split()) > 7}
         return all(name in rows and rows[name][5] == "2" and rows[name][7] != "0" for name in names)
 
-    async def drive(self, jobs: list[Callable[[Client], Awaitable[None]]]) -> None:
-        """Run the jobs over the client pool, one at a time per connection."""
+    async def drive(self, jobs: list[Callable[[Client], Awaitable[None]]], connections: int | None = None) -> None:
+        """Run the jobs over the client pool (or over `connections` connections of their own), one at a time per
+        connection."""
         queue = list(reversed(jobs))
+        assert self.haproxy is not None
+        pool = self.clients
+        if connections is not None:
+            pool = [Client("127.0.0.1", self.haproxy.listen_port) for _ in range(connections)]
 
         async def worker(client: Client) -> None:
             while queue:
                 await queue.pop()(client)
 
-        await asyncio.gather(*(worker(client) for client in self.clients))
+        await asyncio.gather(*(worker(client) for client in pool))
+        if connections is not None:
+            for client in pool:
+                await client.close()
 
     # ------------------------------------------------------------------------------------------------ requests
 
@@ -146,7 +155,7 @@ class Simulation:
         placed.subtract(before)
         return Counter({name: n for name, n in placed.items() if n} | {f"error:{k}": v for k, v in errors.items()})
 
-    async def route_existing(self, thread_ids: list[str]) -> dict[str, Any]:
+    async def route_existing(self, thread_ids: list[str], connections: int | None = None) -> dict[str, Any]:
         """The status route for each thread; what came back, and how long the slowest answer took."""
         outcomes: Counter[str] = Counter()
         slowest = 0.0
@@ -162,7 +171,7 @@ class Simulation:
             return run
 
         misrouted_before = sum(self.registry.misrouted.values())
-        await self.drive([job(t) for t in thread_ids])
+        await self.drive([job(t) for t in thread_ids], connections)
         return {
             "requests": len(thread_ids),
             "outcomes": dict(outcomes),
@@ -220,13 +229,12 @@ class Simulation:
         await self.wait_for(lambda: self.servers_up([added.name]), 30, "the added host up")
         worker = await asyncio.to_thread(self.haproxy.worker_pid)
         after_reload = await self.table()
-        existing = self.sample(list(table_created), SAMPLE_EXISTING)
         self.phase(
             "add",
             f"{added.name} added by a reload",
             moved=moved(table_created, after_reload),
             entries_after_reload=len(after_reload),
-            existing_routed=await self.route_existing(existing),
+            existing_routed=await self.route_existing(list(table_created)),
             new_threads=dict(await self.create_threads(NEW_PER_PHASE)),
         )
 
@@ -234,13 +242,14 @@ class Simulation:
         removed = self.stubs["host1"]
         before_removal = await self.table()
         await removed.kill()
-        lost = self.sample(self.held_by(removed.name), LOST_SAMPLE)
-        others = self.sample([t for t, h in before_removal.items() if h != removed.name], SAMPLE_EXISTING)
+        lost = self.held_by(removed.name)
+        others = self.sample([t for t, h in before_removal.items() if h != removed.name], SAMPLE_OTHERS)
         self.phase(
             "remove",
             f"{removed.name} stops answering (port refused)",
             threads_on_removed_host=len(self.held_by(removed.name)),
-            removed_host_threads_routed=await self.route_existing(lost),
+            # Each of these waits about 1 s in HAProxy (its retries): more connections, not more CPU.
+            removed_host_threads_routed=await self.route_existing(lost, args.lost_concurrency),
             other_threads_routed=await self.route_existing(others),
             new_threads=dict(await self.create_threads(NEW_PER_PHASE)),
             moved=moved(before_removal, await self.table()),
@@ -253,9 +262,7 @@ class Simulation:
         self.phase(
             "drain",
             f"{drained} drained (set server {BACKEND}/{drained} state drain)",
-            drained_host_threads_routed=await self.route_existing(
-                self.sample(self.held_by(drained), SAMPLE_EXISTING // 5)
-            ),
+            drained_host_threads_routed=await self.route_existing(self.held_by(drained)),
             new_threads=dict(await self.create_threads(NEW_PER_PHASE)),
             moved=moved(before_drain, await self.table()),
         )
@@ -299,7 +306,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"# Placement simulation, {meta['date']}",
         "",
         f"HAProxy {meta['haproxy']} with the shipped deploy/haproxy/haproxy.cfg rules over {meta['hosts']} stub hosts",
-        f"(bench/placement_sim.py); {meta['threads']:,} threads; {meta['concurrency']} client connections; "
+        f"(bench/placement_sim.py); {meta['threads']:,} threads; {meta['concurrency']} client connections "
+        f"({meta['lost_concurrency']} for the removed host's threads, which wait in HAProxy's retries); "
         f"{meta['wall_s']} s wall, {meta['client_cpu_s']} s CPU in the client+stubs process, "
         f"{meta['haproxy_cpu_s']} s in HAProxy's workers; {meta['cpus']} CPUs (shared).",
         "",
@@ -317,7 +325,7 @@ def markdown(report: dict[str, Any]) -> str:
             for r in routed
         )
         lost = phase.get("removed_host_threads_routed", {}).get("outcomes", {})
-        lost_text = str(sum(n for k, n in lost.items() if "THREAD_HOST_UNAVAILABLE" in k)) if lost else "-"
+        lost_text = f"{sum(n for k, n in lost.items() if 'THREAD_HOST_UNAVAILABLE' in k):,}" if lost else "-"
         new = phase.get("new_threads", {})
         new_text = ", ".join(f"{k} {v:,}" for k, v in sorted(new.items(), key=lambda kv: natural(kv[0])))
         lines.append(f"| {phase['phase']} | {phase['what']} | {moved_text} | {routed_text or '-'} | {lost_text} | "
@@ -357,6 +365,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=100_000)
     parser.add_argument("--hosts", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument(
+        "--lost-concurrency", type=int, default=128, help="connections for the removed host's threads (each waits ~1 s)"
+    )
     parser.add_argument("--max-seconds", type=float, default=300)
     parser.add_argument("--date", default=datetime.date.today().isoformat())
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results")
@@ -372,6 +383,7 @@ def main() -> None:
         "threads": args.threads,
         "hosts": args.hosts,
         "concurrency": args.concurrency,
+        "lost_concurrency": args.lost_concurrency,
         "wall_s": round(time.monotonic() - started, 1),
         "client_cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
         "haproxy_cpu_s": round(report.pop("haproxy_cpu_s", 0.0), 1),

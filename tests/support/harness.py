@@ -83,8 +83,10 @@ class BridgeServer:
     ):
         #: A listening socket the test holds and hands over as systemd's socket activation does (`activated`).
         self.listen_socket: socket.socket | None = options.pop("listen_socket", None)
+        #: The loopback address to listen on (a test of several hosts gives each its own: 127.0.0.2, ...).
+        self.bind_host: str = options.pop("bind_host", "127.0.0.1")
         self.port = free_port() if self.listen_socket is None else int(self.listen_socket.getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}/"
+        self.url = f"http://{self.bind_host}:{self.port}/"
         self.a2a_url = a2a_url
         self.a2a_token = a2a_token
         self.state_dir = state_dir
@@ -108,7 +110,7 @@ class BridgeServer:
         env[HUB_WATCHDOG_ENV] = str(THRESHOLD_MS)
         for key, value in self.options.pop("env", {}).items():
             env[key] = value
-        args = [sys.executable, "-m", "agui_bridge.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        args = [sys.executable, "-m", "agui_bridge.cli", "serve", "--host", self.bind_host, "--port", str(self.port)]
         if self.a2a_url is not None:
             args += ["--a2a-url", self.a2a_url]
         args += ["--state-dir", str(self.state_dir)]

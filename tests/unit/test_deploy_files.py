@@ -663,3 +663,37 @@ def test_uwsgi_ini_finds_the_app_and_its_venv_from_any_directory() -> None:
     ini.read_string((DEPLOY / "uwsgi.ini").read_text(encoding="utf-8"))
     assert ini["uwsgi"]["chdir"] == "%d.."
     assert ini["uwsgi"]["virtualenv"] == "%d../.venv"
+
+
+# ---------------------------------------------------------------- HAProxy (several hosts)
+
+HAPROXY_MAX_EXPIRE_S = 2**31 / 1000  # a stick table's expire is at most 2^31 ms (~24.8 days)
+#: deploy/README.md#retention-and-the-tables: the bridges behind HAProxy keep threads at most this long.
+RETENTION_BEHIND_HAPROXY_DAYS = 23
+
+
+@pytest.fixture(scope="module")
+def haproxy_config() -> list[list[str]]:
+    lines = (DEPLOY / "haproxy" / "haproxy.cfg").read_text(encoding="utf-8").splitlines()
+    return [line.split() for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+def test_haproxy_stream_timeouts_outlast_the_heartbeat(haproxy_config: list[list[str]]) -> None:
+    heartbeat_s = Settings().heartbeat_interval_s
+    for side in ("server", "client"):
+        (timeout,) = [words[2] for words in haproxy_config if words[:2] == ["timeout", side]]
+        assert duration_s(timeout) >= 4 * heartbeat_s, f"timeout {side}: a few lost heartbeats must not end a stream"
+
+
+def test_haproxy_tables_keep_a_thread_placed_longer_than_its_record_lives(haproxy_config: list[list[str]]) -> None:
+    tables = [words for words in haproxy_config if words[0] == "stick-table"]
+    assert len(tables) == 2
+    documented = (DEPLOY / "README.md").read_text(encoding="utf-8")
+    assert f"--state-retention-days {RETENTION_BEHIND_HAPROXY_DAYS}" in documented
+    for words in tables:
+        expire_s = duration_s(words[words.index("expire") + 1])
+        assert expire_s <= HAPROXY_MAX_EXPIRE_S
+        # The record goes first: the retention plus the hourly sweep's hour is within the entry's life.
+        assert expire_s > RETENTION_BEHIND_HAPROXY_DAYS * 86400 + 3600
+        assert "peers" in words, "a reload must keep the table"
+        assert words[words.index("srvkey") + 1] == "name"

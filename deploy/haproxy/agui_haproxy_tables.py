@@ -21,6 +21,7 @@ signals the master (SIGUSR2), waits for the new worker and for its resync, then 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import signal
@@ -159,26 +160,43 @@ def batches(commands: Iterable[bytes], limit: int = _BATCH_BYTES) -> Iterator[by
         yield b"; ".join(batch)
 
 
+@dataclass(frozen=True)
+class RefreshCounts:
+    """What one refresh did."""
+
+    renewed: int
+    left_to_expire: int
+    skipped: int
+
+
+#: Entries planned and sent per slice, so a table of millions is never held whole.
+_SLICE = 10_000
+
+
 def refresh(
     socket_path: str,
     table: str,
     keep_s: int,
     now_s: int | None = None,
     min_remaining_ms: int = DEFAULT_MIN_REMAINING_MS,
-) -> RefreshPlan:
-    """Renew the entries of `table` whose thread had a request within `keep_s` seconds; returns the plan done."""
+) -> RefreshCounts:
+    """Renew the entries of `table` whose thread had a request within `keep_s` seconds, a slice at a time while
+    `show table` streams (HAProxy's dump holds its place in the table, so the renewals may run beside it)."""
     now = int(time.time()) if now_s is None else now_s
     entries = (entry for line in runtime_lines(socket_path, f"show table {table}") if (entry := parse_entry(line)))
-    plan = plan_refresh(entries, now, keep_s, min_remaining_ms)
-    commands = (
-        b"set table " + table.encode() + b" key " + cli_argument(key) + b" data.gpt0 " + str(gpt0).encode()
-        for key, gpt0 in plan.touch
-    )
-    for request in batches(commands):
-        answer = runtime_command(socket_path, request.decode("utf-8", "surrogateescape")).strip()
-        if answer:
-            raise RuntimeError(f"HAProxy refused a set table: {answer[:300]}")
-    return plan
+    renewed = left = skipped = 0
+    while chunk := list(itertools.islice(entries, _SLICE)):
+        plan = plan_refresh(chunk, now, keep_s, min_remaining_ms)
+        commands = (
+            b"set table " + table.encode() + b" key " + cli_argument(key) + b" data.gpt0 " + str(gpt0).encode()
+            for key, gpt0 in plan.touch
+        )
+        for request in batches(commands):
+            answer = runtime_command(socket_path, request.decode("utf-8", "surrogateescape")).strip()
+            if answer:
+                raise RuntimeError(f"HAProxy refused a set table: {answer[:300]}")
+        renewed, left, skipped = renewed + len(plan.touch), left + plan.left_to_expire, skipped + plan.skipped
+    return RefreshCounts(renewed, left, skipped)
 
 
 def resync_done(socket_path: str, section: str) -> bool:
@@ -240,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "refresh":
             keep_s = int((args.retention_days + args.margin_days) * DAY_S)
-            plan = refresh(args.socket, args.table, keep_s)
-            sys.stdout.write(f"renewed {len(plan.touch)}, left {plan.left_to_expire}, skipped {plan.skipped}\n")
+            counts = refresh(args.socket, args.table, keep_s)
+            sys.stdout.write(f"renewed {counts.renewed}, left {counts.left_to_expire}, skipped {counts.skipped}\n")
         elif args.command == "reload":
             reload(args.socket, args.peers, args.master_pid, args.timeout)
         else:

@@ -30,10 +30,11 @@ pytestmark = pytest.mark.e2e
 
 ADDRESSES = ("127.0.0.2", "127.0.0.3")
 #: The table's expire in this test (24d as shipped): an entry nobody touches is gone after this.
-EXPIRE_S = 3
+EXPIRE_S = 4
 #: The retention the refresher keeps placements for (the bridges' --state-retention-days plus margin).
 KEEP_S = 3600
 TOOL = load_tool()
+SHIPPED_EXPIRY = "shipped expiry"
 
 
 class ShortExpiryHaproxy(HaproxyProcess):
@@ -76,8 +77,11 @@ class Rig:
 
 
 @pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
+def rig(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Rig]:
+    """Two stub hosts behind the shipped config; the thread table's expire is EXPIRE_S unless a test asks for the
+    shipped one (`SHIPPED_EXPIRY`), which the tests that wait for a peers resync (about 5 s) need."""
     require_haproxy()
+    shipped_expiry = getattr(request, "param", None) == SHIPPED_EXPIRY
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -89,7 +93,8 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
             stub = StubHost(f"host{number}", address, registry)
             stubs.append(asyncio.run_coroutine_threadsafe(stub.start(), loop).result(10))
         hosts = [Host(n, s.address, s.port, s.agent_port) for n, s in enumerate(stubs, 1)]
-        haproxy = ShortExpiryHaproxy(tmp_path / "haproxy", free_port(), free_port(), hosts).start()
+        kind = HaproxyProcess if shipped_expiry else ShortExpiryHaproxy
+        haproxy = kind(tmp_path / "haproxy", free_port(), free_port(), hosts).start()
         yield Rig(registry, haproxy)
     finally:
         if haproxy is not None:
@@ -141,6 +146,7 @@ def test_a_placement_younger_than_the_retention_outlives_the_table_expire_and_an
     assert rig.registry.new_threads.total() == len(kept) + 1
 
 
+@pytest.mark.parametrize("rig", [SHIPPED_EXPIRY], indirect=True)
 def test_the_reload_command_returns_once_the_new_worker_holds_the_tables(rig: Rig) -> None:
     for index in range(5):
         rig.start_thread(f"reloaded-{index}")
@@ -155,3 +161,13 @@ def test_the_reload_command_returns_once_the_new_worker_holds_the_tables(rig: Ri
     # A second reload at once is safe now: the new worker has its tables.
     TOOL.reload(socket_path, "agui_peers", rig.haproxy.process.pid, timeout_s=30)
     assert rig.haproxy.table() == before
+
+
+@pytest.mark.parametrize("rig", [SHIPPED_EXPIRY], indirect=True)
+def test_the_shipped_command_line_renews_and_reports(rig: Rig, capsys: pytest.CaptureFixture[str]) -> None:
+    rig.start_thread("from-the-timer")
+    socket_path = str(rig.haproxy.socket_path)
+    assert TOOL.main(["--socket", socket_path, "wait-resync", "--timeout", "30"]) == 0
+    assert TOOL.main(["--socket", socket_path, "refresh", "--retention-days", "30"]) == 0
+    assert capsys.readouterr().out == "renewed 1, left 0, skipped 0\n"
+    assert TOOL.main(["--socket", str(rig.haproxy.prefix / "absent.sock"), "refresh", "--retention-days", "30"]) == 1

@@ -1,4 +1,4 @@
-"""A held stream keeps nothing it has handed over (docs/design.md#stream-memory).
+"""A held stream keeps nothing it has handed over, and no more than it needs (docs/design.md#stream-memory).
 
 An idle stream waits for the kernel's next read in three places (the A2A stream reader, the run's `Upstream`,
 the pump) and for the pump's next item in one (the run's read loop); what any of them still referenced while
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import subprocess
 import sys
 import weakref
@@ -22,6 +23,7 @@ import pytest
 
 from agui_bridge.a2a.signals import A2AEvent
 from agui_bridge.kernel import stream as kernel_stream
+from agui_bridge.kernel.exchange import Endpoint, literal_family
 from agui_bridge.kernel.stream import A2AStream
 from agui_bridge.runs.pump import read_into
 from agui_bridge.runs.upstream import Upstream
@@ -198,3 +200,31 @@ def test_a_gevent_worker_does_not_record_each_greenlets_spawning_stack(
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True, env=env, cwd=root)
     assert out.stdout.strip() == str(tracked)
+
+
+def test_an_ip_literal_upstream_is_connected_without_a_name_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under gevent a lookup of even a literal is a hand-off to the resolver's thread pool (and a deeper frame
+    stack kept by the pump's greenlet); a name still goes through `create_connection`."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    looked_up: list[str] = []
+
+    def create_connection(address: tuple[str, int], timeout: float) -> socket.socket:
+        looked_up.append(address[0])
+        return socket.socket()
+
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    with server:
+        sock = Endpoint("http", "127.0.0.1", port, 5.0, 5.0).connect()
+        sock.close()
+        assert looked_up == []
+        Endpoint("http", "localhost", port, 5.0, 5.0).connect().close()
+    assert looked_up == ["localhost"]
+
+
+@pytest.mark.parametrize(
+    ("host", "family"),
+    [("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6), ("localhost", None), ("fe80::1%eth0", None)],
+)
+def test_only_an_ip_literal_without_a_zone_skips_the_lookup(host: str, family: socket.AddressFamily | None) -> None:
+    assert literal_family(host) == family

@@ -69,11 +69,11 @@ if _out:
 
     def _dump(signum, frame):
         import json
-        before = tracemalloc.get_traced_memory()[0]
+        before, peak = tracemalloc.get_traced_memory()
         unreachable = gc.collect()
         with open(_out + ".gc", "w") as fh:
             json.dump({"traced_before_collect": before, "traced_after_collect": tracemalloc.get_traced_memory()[0],
-                       "unreachable_objects": unreachable}, fh)
+                       "traced_peak": peak, "unreachable_objects": unreachable}, fh)
         snapshot = tracemalloc.take_snapshot()
         tracemalloc.stop()
         snapshot.dump(_out + ".part")
@@ -111,6 +111,13 @@ def rss_by_mapping(pid: int) -> dict[str, int]:
             elif head[0] == "Rss:":
                 out[kind] += int(head[1])
     return out
+
+
+def worker_threads(pid: int) -> int:
+    """The worker's OS threads (the hub's, gevent's thread pool, the state writer, ...): each has its own
+    stack and, once it allocates, its own libc arena."""
+    with open(f"/proc/{pid}/status") as fh:
+        return int(next(line.split()[1] for line in fh if line.startswith("Threads:")))
 
 
 GREENLET_FLOOR = """
@@ -236,6 +243,7 @@ def one_case(
             held["rss"] = max(readings)
             held["upstream"] = replay.stats().get("held_now", 0) - held0
             held["maps"] = rss_by_mapping(pid)
+            held["threads"] = worker_threads(pid)
             if not trace:  # what libc's free lists hold that malloc_trim gives back (fragmentation of its heap)
                 os.kill(pid, SIG_TRIM)
                 await asyncio.sleep(1.0)
@@ -258,6 +266,7 @@ def one_case(
                 "rss_before_kib": rss0,
                 "rss_held_kib": held["rss"],
                 "rss_per_stream_kib": round((held["rss"] - rss0) / max(started, 1), 2),
+                "worker_threads_held": held["threads"],
                 "rss_per_stream_kib_after_malloc_trim": (
                     round((held["trimmed"] - rss0) / max(started, 1), 2) if "trimmed" in held else None
                 ),
@@ -272,6 +281,8 @@ def one_case(
             result["tracemalloc"]["cyclic_garbage_per_stream_bytes"] = round(
                 (collected["traced_before_collect"] - collected["traced_after_collect"]) / max(started, 1)
             )
+            # the most traced at any time since tracing started (the burst's admissions in flight at once)
+            result["tracemalloc"]["peak_per_stream_bytes"] = round(collected["traced_peak"] / max(started, 1))
             if KEEP_SNAPSHOTS:
                 shutil.copy2(snap_path, Path(KEEP_SNAPSHOTS) / snap_path.name)
             snap_path.unlink(missing_ok=True)

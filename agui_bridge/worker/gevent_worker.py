@@ -30,7 +30,6 @@ import gevent
 from gevent.event import Event
 from gevent.pool import Pool
 from gevent.server import StreamServer
-from gunicorn.http import wsgi as gunicorn_wsgi
 from gunicorn.sock import ssl_context
 from gunicorn.workers.ggevent import GeventWorker
 
@@ -100,67 +99,6 @@ def has_begun_next_request(wait: KeepAliveWait) -> bool:
     return client.bytes_received > wait.received_at_start or client.has_unread_data()
 
 
-class _HeadCapture:
-    """Stands in for the client socket while gunicorn formats a response head, keeping the bytes it sends."""
-
-    __slots__ = ("data",)
-
-    def __init__(self) -> None:
-        self.data = b""
-
-    def sendall(self, data: bytes) -> None:
-        self.data += data
-
-
-class HeadWithFirstChunkResponse(gunicorn_wsgi.Response):  # type: ignore[misc]
-    """gunicorn's HTTP/1 response, except that the head leaves in the same send as the first body bytes
-    (docs/design.md#head-with-first-chunk).
-
-    gunicorn sends the head alone at the first write, then the chunk: two sends, and on a local connection each
-    runs the receiver's whole TCP path on this worker's hub. A stream's first chunk (`RUN_STARTED`) follows its
-    head at once, so one send carries both; the bytes on the wire are the same. An empty write still sends the
-    head alone at once (an application that yields `b""` to show its head early keeps that), and nothing changes
-    for a response without body bytes or one that is sent as a file.
-    """
-
-    _pending_head: bytes | None = None
-    sock: Any  # gunicorn's client socket (set in its `__init__`)
-
-    def write(self, arg: Any) -> None:
-        if self.headers_sent or not isinstance(arg, bytes) or not arg or getattr(self, "_omits_body", False):
-            super().write(arg)
-            return
-        client, capture = self.sock, _HeadCapture()
-        self.sock = capture
-        try:
-            self.send_headers()  # gunicorn's own head, formatted into `capture`; marks the head sent
-        finally:
-            self.sock = client
-        self._pending_head = capture.data
-        try:
-            super().write(arg)
-        finally:
-            head, self._pending_head = self._pending_head, None
-            if head is not None:  # no body bytes went out (a length already reached): the head alone
-                client.sendall(head)
-
-    def _emit_body(self, data: bytes) -> None:
-        head, self._pending_head = self._pending_head, None
-        if head is None:
-            super()._emit_body(data)
-        elif self.chunked:
-            self.sock.sendall(b"".join((head, b"%X\r\n" % len(data), data, b"\r\n")))
-        else:
-            self.sock.sendall(head + data)
-
-
-def use_head_with_first_chunk() -> None:
-    """Make gunicorn build every HTTP/1 response of this process as `HeadWithFirstChunkResponse` (in the worker
-    after the fork; a gunicorn without the `_emit_body` seam keeps its own)."""
-    if hasattr(gunicorn_wsgi.Response, "_emit_body"):
-        gunicorn_wsgi.Response = HeadWithFirstChunkResponse
-
-
 class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
     """`worker_class = "agui_bridge.worker.gevent_worker.DrainingGeventWorker"` (set by worker/hooks.py)."""
 
@@ -174,10 +112,6 @@ class DrainingGeventWorker(GeventWorker):  # type: ignore[misc]
         self._clients: weakref.WeakKeyDictionary[Any, ObservedClient] = weakref.WeakKeyDictionary()
         #: Connections idle between two requests, with the keep-alive timeout that ends their wait.
         self._idle: dict[Any, KeepAliveWait] = {}
-
-    def init_process(self) -> None:
-        use_head_with_first_chunk()
-        super().init_process()
 
     def stop_accepting(self) -> None:
         """Stop taking connections from the listening sockets and end the idle keep-alive ones (idempotent, safe

@@ -219,10 +219,11 @@ def cut_and_reattach(cluster: Cluster, thread_id: str) -> None:
     with post_run(cluster, body) as response:
         reader = StreamReader(response)
         reader.until(lambda events: any(e["type"] == "RUN_STARTED" for e in events))
-    last_id = max(int(line[4:]) for line in reader.raw.decode().splitlines() if line.startswith("id: "))
+    last_id = reader.last_event_id
+    assert last_id is not None, reader.raw[-400:]
     path = f"/extensions/iac-code/v1/threads/{quote(thread_id, safe='')}/runs/{quote(body['runId'], safe='')}/events"
     with requests.get(
-        cluster.url(path), headers={"Ros-Invocation-Id": ROS, "Last-Event-ID": str(last_id)}, stream=True, timeout=30
+        cluster.url(path), headers={"Ros-Invocation-Id": ROS, "Last-Event-ID": last_id}, stream=True, timeout=30
     ) as reattached:
         if reattached.status_code != 200:
             cluster.note(thread_id, "reattach", reattached.text)

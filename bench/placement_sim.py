@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from agui_bridge.demo.testing import free_port  # noqa: E402
 from tests.support.haproxy import (  # noqa: E402
     BACKEND,
+    CONFIG,
     EXECUTION_TABLE,
     THREAD_TABLE,
     HaproxyProcess,
@@ -300,6 +301,13 @@ def moved(before: dict[str, str], after: dict[str, str]) -> dict[str, int]:
     }
 
 
+def key_lengths() -> dict[str, int]:
+    """Each table's key length in the shipped config (entry size follows it)."""
+    text = CONFIG.read_text(encoding="utf-8")
+    found = re.findall(r"^backend (\S+)\n\s+stick-table type string len (\d+)", text, flags=re.M)
+    return {name: int(length) for name, length in found}
+
+
 def markdown(report: dict[str, Any]) -> str:
     meta = report["meta"]
     lines = [
@@ -339,7 +347,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"Table memory: HAProxy's worker grew {memory['worker_rss_kib_after'] - memory['worker_rss_kib_before']:,} KiB "
         f"for {memory['entries']:,} entries (one thread entry and one execution entry per thread): "
-        f"about {memory['bytes_per_entry']} bytes per entry with `type string len 200` / `len 64` keys.",
+        f"about {memory['bytes_per_entry']} bytes per entry with `type string len "
+        f"{meta['key_len'][THREAD_TABLE]}` / `len {meta['key_len'][EXECUTION_TABLE]}` keys.",
         "",
     ]
     return "\n".join(lines)
@@ -388,6 +397,7 @@ def main() -> None:
         "client_cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
         "haproxy_cpu_s": round(report.pop("haproxy_cpu_s", 0.0), 1),
         "cpus": os.cpu_count(),
+        "key_len": key_lengths(),
         "python": platform.python_version(),
     }
     args.out.mkdir(parents=True, exist_ok=True)

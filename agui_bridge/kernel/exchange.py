@@ -15,6 +15,7 @@ between two pieces of progress (a header, a chunk boundary, a body byte) may not
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import ssl
 from collections.abc import Callable
@@ -41,11 +42,12 @@ EXCHANGE_ERRORS: tuple[type[Exception], ...] = (HttpFramingError, OSError, *PARS
 class Endpoint:
     """Where the kernel listens and how to reach it: a plain or TLS socket, no proxy, no environment."""
 
-    __slots__ = ("connect_timeout", "host", "port", "read_timeout", "tls")
+    __slots__ = ("_literal_family", "connect_timeout", "host", "port", "read_timeout", "tls")
 
     def __init__(self, scheme: str, host: str, port: int, connect_timeout: float, read_timeout: float) -> None:
         self.host = host.strip("[]")  # an IPv6 literal as the URL writes it
         self.port = port
+        self._literal_family = literal_family(self.host)
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         # https: the system trust store and a hostname check, as urllib3 verifies for the unary calls.
@@ -54,7 +56,10 @@ class Endpoint:
             self.tls.set_alpn_protocols(["http/1.1"])
 
     def connect(self) -> socket.socket:
-        sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
+        if self._literal_family is not None:
+            sock = self._connect_literal(self._literal_family)
+        else:
+            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.tls is not None:
@@ -64,6 +69,30 @@ class Endpoint:
             sock.close()
             raise
         return sock
+
+    def _connect_literal(self, family: socket.AddressFamily) -> socket.socket:
+        """An IP address needs no name lookup: under gevent `create_connection` sends even a literal through the
+        resolver's thread pool, a hand-off per stream and a deeper frame stack for the pump's greenlet to keep
+        (docs/design.md#stream-memory)."""
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.connect_timeout)
+            sock.connect((self.host, self.port))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+
+def literal_family(host: str) -> socket.AddressFamily | None:
+    """The address family of an IP literal (without an IPv6 zone), None for a name."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.scope_id:
+        return None  # a zone is resolved by getaddrinfo, as create_connection does
+    return socket.AF_INET6 if address.version == 6 else socket.AF_INET
 
 
 def header_lines(headers: dict[str, str]) -> bytes:
@@ -221,5 +250,6 @@ __all__ = [
     "HttpFramingError",
     "Response",
     "header_lines",
+    "literal_family",
     "request_head",
 ]

@@ -57,6 +57,9 @@ class A2AStream:
                     if messages:
                         pending = 0
                         yield [decode_message(m) for m in messages]
+                        # Nothing of a batch handed over stays referenced while the next read waits: a held
+                        # stream's last batch would outlive its use (docs/design.md#stream-memory).
+                        del data, messages
                     else:
                         pending += len(data)
                         if pending > MAX_RECORD_BYTES:

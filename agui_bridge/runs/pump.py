@@ -73,6 +73,7 @@ def read_into(items: Iterable[Any], queue: Any, runtime: Runtime, put_timeout_s:
                 held = False
                 gate.release()
             runtime.queue_put(queue, item, put_timeout_s)
+            del item  # the stream owns it now: not kept while the next read waits (docs/design.md#stream-memory)
         runtime.queue_put(queue, Signal.END, put_timeout_s)
     except Exception as exc:  # noqa: BLE001 - reported to the stream as an item
         try:

@@ -252,6 +252,9 @@ class RunStream:
                 if out:
                     yield emit(out)
                     pacer.shown()
+                # Shown: neither the batch nor its events stay referenced while the stream waits for the next
+                # one (docs/design.md#stream-memory).
+                del item, out
                 if self._end.finished:  # an interrupt already wrote its RUN_FINISHED
                     return
             yield from pacer.tick()

@@ -105,7 +105,9 @@ class Upstream:
         return self
 
     def _new_run(self, params: dict[str, Any]) -> Iterator[Item]:
-        yield from self._stream("SendStreamingMessage", params)
+        # The call's generator itself, not one wrapping it: one generator level less on the pump's stack
+        # while it waits for the kernel (docs/design.md#stream-memory).
+        return self._stream("SendStreamingMessage", params)
 
     def _resume(self, plan: SendPlan, task_id: str) -> Iterator[Item]:
         final_seen = False
@@ -157,14 +159,17 @@ class Upstream:
         if self._aborted:
             raise A2ATransportError("the run was stopped")
         stream = self._client.open_stream(method, params)
+        del params  # sent: not kept for the life of the stream
         self._current = stream
         count = 0
         try:
             for batch in stream.batches():
                 events, final = cut_at_ending(batch)
+                del batch
                 count += len(events)
                 if events:
                     yield events
+                del events  # handed over: not kept while the next read waits (docs/design.md#stream-memory)
                 if final:
                     return count, True
             return count, False

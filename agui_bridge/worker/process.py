@@ -1,13 +1,15 @@
 """What a serving process sets up for itself, once, before it builds its app (docs/design.md#process-setup).
 
-Logging, tracing and the interpreter's switch interval belong to the process, not to an app object: the
-entry points that own a process (`agui-bridge serve`, wsgi.py, which uWSGI loads too, the gunicorn hooks,
-the waitress and mod_wsgi launchers under deploy/) call `configure_process` before `create_app`; `create_app`
-alone changes none of them (the pytest plugin and the Flask test client use it so).
+Logging, tracing, the interpreter's switch interval and gevent's greenlet-tree tracking belong to the
+process, not to an app object: the entry points that own a process (`agui-bridge serve`, wsgi.py, which
+uWSGI loads too, the gunicorn hooks, the waitress and mod_wsgi launchers under deploy/) call
+`configure_process` before `create_app`; `create_app` alone changes none of them (the pytest plugin and the
+Flask test client use it so).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -33,8 +35,21 @@ def configure_process(settings: Settings) -> None:
 
     configure_logging(settings.log_level, settings.log_format)
     tracing.configure()  # from the OTEL_* variables; nothing is imported from OpenTelemetry when off
-    if _threading_patched() and sys.getswitchinterval() > HUB_SWITCH_INTERVAL_S:
-        sys.setswitchinterval(HUB_SWITCH_INTERVAL_S)
+    if _threading_patched():
+        if sys.getswitchinterval() > HUB_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(HUB_SWITCH_INTERVAL_S)
+        _stop_tracking_greenlet_tree()
+
+
+def _stop_tracking_greenlet_tree() -> None:
+    """gevent records, for every greenlet it spawns, the spawning stack (ten frame records) and the spawner:
+    about 3 KiB per held stream (its request and its pump greenlet) that only gevent's debugging
+    printouts read (docs/design.md#stream-memory). An operator's `GEVENT_TRACK_GREENLET_TREE` is kept."""
+    if "GEVENT_TRACK_GREENLET_TREE" in os.environ:
+        return
+    import gevent
+
+    gevent.config.track_greenlet_tree = False
 
 
 def _threading_patched() -> bool:

@@ -1,6 +1,8 @@
 """The shipped HAProxy config's edge rules on the real haproxy, in front of stub hosts (tests/support/stub_hosts.py):
-the request buffer json_query reads threadId from, a lost host that refuses or stays silent, the agent-check
-weight. deploy/README.md "Several hosts" documents each; tests/e2e/test_haproxy_hosts.py runs the real bridges.
+the request buffer json_query reads threadId from, the escapes it misreads (in the top-level threadId only), the
+thread of a status or reattach path, keys as long as the bridge allows, a lost host that refuses or stays silent,
+the bridge's own 502/504, the agent-check weight. docs/operations.md#several-hosts documents each;
+tests/e2e/test_haproxy_hosts.py runs the real bridges.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import requests
 
 from agui_bridge.demo.testing import free_port
 from tests.support.eventually import eventually
-from tests.support.haproxy import BACKEND, HaproxyProcess, Host, require_haproxy
+from tests.support.haproxy import BACKEND, CONFIG, HaproxyProcess, Host, require_haproxy
 from tests.support.stub_hosts import Registry, StubHost
 
 pytestmark = pytest.mark.e2e
@@ -86,7 +88,13 @@ def body(thread_id: str, *, first: bool = True, history: list[dict[str, Any]] | 
 
 
 def status_path(thread_id: str) -> str:
+    """The status route of a thread id, as given (percent-encode it first if it must be)."""
     return f"/extensions/iac-code/v1/threads/{thread_id}/status"
+
+
+def reattach_path(thread_id: str, run_id: str = "run-1") -> str:
+    """The reattach route of a thread id, as given."""
+    return f"/extensions/iac-code/v1/threads/{thread_id}/runs/{run_id}/events"
 
 
 def test_a_body_larger_than_the_buffer_is_routed_by_a_threadId_that_comes_first(rig: Rig) -> None:
@@ -108,15 +116,71 @@ def test_a_threadId_past_the_buffer_is_refused_never_load_balanced(rig: Rig) -> 
 
 
 @pytest.mark.parametrize(
-    "raw_thread_id",
-    ['"caf\\u00e9"', '"a\\/b"', "null", '""'],
-    ids=["escaped-non-ascii", "escaped-slash", "null", "empty"],
+    "raw_body",
+    [
+        b'{"threadId":"caf\\u00e9","runId":"r","messages":[]}',
+        b'{"threadId":"a\\/b","runId":"r","messages":[]}',
+        b'{"threadId":null,"runId":"r","messages":[]}',
+        b'{"threadId":"","runId":"r","messages":[]}',
+        b'{"state":{"a":[1,{"b":"} ]\\"x"}],"threadId":"ok"},"runId":"r","threadId":"caf\\u00e9"}',
+    ],
+    ids=["escaped-non-ascii", "escaped-slash", "null", "empty", "escaped-after-nested-members"],
 )
-def test_a_threadId_haproxy_cannot_read_as_the_bridge_does_is_refused(rig: Rig, raw_thread_id: str) -> None:
-    answer = rig.post("/", b'{"threadId":' + raw_thread_id.encode() + b',"runId":"r","messages":[]}')
+def test_a_threadId_haproxy_cannot_read_as_the_bridge_does_is_refused(rig: Rig, raw_body: bytes) -> None:
+    answer = rig.post("/", raw_body)
     assert answer.status_code == 400
     assert answer.json()["error"]["code"] == "THREAD_ID_UNREADABLE"
     assert not rig.registry.new_threads
+
+
+@pytest.mark.parametrize(
+    "raw_body",
+    [
+        b'{"threadId":"plain-1","state":{"threadId":"caf\\u00e9"},"messages":[]}',
+        b'{"state":{"threadId":"caf\\u00e9","n":[{"threadId":"a\\/b"}]},"runId":"r","threadId":"plain-1"}',
+        b'{"forwardedProps":"\\"threadId\\":\\"caf\\u00e9\\"","threadId":"plain-1"}',
+    ],
+    ids=["nested-after", "nested-before", "inside-a-string"],
+)
+def test_an_escaped_threadId_that_is_not_the_top_level_one_does_not_refuse_the_body(rig: Rig, raw_body: bytes) -> None:
+    answer = rig.post("/", raw_body)
+    assert answer.status_code == 200, answer.text
+    assert rig.registry.new_threads.total() == 1 and rig.haproxy.table() == {
+        "plain-1": rig.registry.thread_host["plain-1"]
+    }
+
+
+@pytest.mark.parametrize("raw_thread_id", [b"123", b"true"], ids=["number", "boolean"])
+def test_a_threadId_that_is_not_a_string_reaches_a_bridge_which_refuses_it_and_places_nothing(
+    rig: Rig, raw_thread_id: bytes
+) -> None:
+    answer = rig.post("/", b'{"threadId":' + raw_thread_id + b',"runId":"r","messages":[]}')
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "INVALID_INPUT"
+    assert rig.haproxy.table() == {}
+
+
+def test_thread_ids_as_long_as_the_bridge_allows_get_an_entry_each(rig: Rig) -> None:
+    # 200 characters, 399 bytes of UTF-8 each, alike in their first 396 bytes.
+    thread_ids = ["é" * 198 + suffix for suffix in ("-a", "-b")]
+    for thread_id in thread_ids:
+        assert rig.post("/", json.dumps({"threadId": thread_id}, ensure_ascii=False).encode()).status_code == 200
+    assert sorted(rig.haproxy.table().values()) == sorted(rig.registry.thread_host[t] for t in thread_ids)
+    assert len(rig.haproxy.table()) == 2
+
+
+@pytest.mark.parametrize("encode", [True, False], ids=["percent-encoded", "raw-slashes"])
+def test_a_thread_id_that_looks_like_a_route_is_read_whole_from_the_status_and_reattach_paths(
+    rig: Rig, encode: bool
+) -> None:
+    thread_id = "x/runs/y/events"
+    assert rig.post("/", body("x")).status_code == 200
+    assert rig.post("/", body(thread_id)).status_code == 200
+    in_path = quote(thread_id, safe="") if encode else thread_id
+    for _ in range(6):
+        assert rig.post(status_path(in_path), b"{}").json() == {"threadId": thread_id}
+        assert requests.get(rig.haproxy.url + reattach_path(in_path).lstrip("/"), timeout=10).status_code == 200
+    assert not rig.registry.misrouted
 
 
 def test_a_raw_utf8_threadId_reaches_its_host_from_the_body_and_the_encoded_path(rig: Rig) -> None:
@@ -188,8 +252,18 @@ def test_a_placed_thread_whose_host_hangs_up_mid_request_gets_thread_host_unavai
     answer = rig.post("/", body("thread-hung-up"), timeout_s=HOST_LOST_BOUND_S)
     assert answer.status_code == 503, answer.text  # HAProxy's 502, turned into the documented answer
     assert answer.json()["error"]["code"] == "THREAD_HOST_UNAVAILABLE"
+    assert "agui-lb-error" not in {name.lower() for name in answer.headers}
     host.hang_up = False
     assert rig.post("/", body("thread-new")).status_code == 200
+
+
+@pytest.mark.parametrize(("status", "code"), [(502, "A2A_EXECUTION_FAILED"), (504, "UPSTREAM_TIMEOUT")])
+def test_a_placed_thread_gets_its_bridges_own_502_and_504_unchanged(rig: Rig, status: int, code: str) -> None:
+    assert rig.post("/", body("thread-failing")).status_code == 200
+    rig.stubs[rig.registry.thread_host["thread-failing"]].fail_with = (status, code)
+    for path in ("/", status_path("thread-failing")):
+        answer = rig.post(path, body("thread-failing"))
+        assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), answer.text
 
 
 def test_a_host_answering_zero_percent_takes_no_new_thread_but_keeps_its_own(rig: Rig) -> None:
@@ -208,3 +282,10 @@ def test_a_host_answering_zero_percent_takes_no_new_thread_but_keeps_its_own(rig
         assert rig.registry.thread_host[f"thread-after-{number}"] != full
     assert rig.post(status_path("thread-kept"), b"{}").status_code == 200
     assert not rig.registry.misrouted
+
+
+def test_the_shipped_config_runs_its_workers_as_debians_haproxy_user_in_a_chroot() -> None:
+    text = CONFIG.read_text(encoding="utf-8")
+    global_section = text[text.index("\nglobal\n") : text.index("\npeers ")]
+    lines = {line.strip() for line in global_section.splitlines()}
+    assert {"user haproxy", "group haproxy", "chroot /var/lib/haproxy"} <= lines

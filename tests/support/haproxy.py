@@ -1,7 +1,8 @@
 """A private HAProxy running the shipped deploy/haproxy/haproxy.cfg, for the e2e tier and bench/placement_sim.py.
 
 The config is used as shipped except for what ties it to a machine: the bind address, the runtime socket path,
-the peers address and the server lines (the hosts under test). Every placement rule is the shipped one. The
+the peers address, the server lines (the hosts under test) and the privilege drop (`user`, `group`, `chroot`: a
+test's HAProxy runs as whoever runs the tests, without a chroot). Every placement rule is the shipped one. The
 process runs in master-worker mode in its own process group, so a reload (SIGUSR2 to the master) is the one an
 operator does.
 """
@@ -15,7 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +28,12 @@ CONFIG = REPO_ROOT / "deploy" / "haproxy" / "haproxy.cfg"
 THREAD_TABLE = "st_threads"
 EXECUTION_TABLE = "st_executions"
 BACKEND = "agui_hosts"
+#: The global lines that need root and Debian's haproxy user: kept in the shipped file, left out in a test.
+PRIVILEGE_DROP = ("user", "group", "chroot")
 
 
 def haproxy_binary() -> str | None:
+    """The installed haproxy, wherever Debian or PATH puts it."""
     found = shutil.which("haproxy")
     return found or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
 
@@ -65,8 +69,12 @@ class Host:
 
 
 def adapted_config(listen_port: int, peer_port: int, socket_path: Path, hosts: Sequence[Host]) -> str:
-    """The shipped config with only its bind, runtime socket, peer address and server lines changed."""
+    """The shipped config with only its bind, runtime socket, peer address and server lines changed, and its
+    privilege drop left out."""
     text = CONFIG.read_text(encoding="utf-8")
+    for directive in PRIVILEGE_DROP:
+        text, count = re.subn(rf"^\s*{directive} \S+\n", "", text, count=1, flags=re.M)
+        assert count == 1, f"the shipped config no longer has its `{directive}` line"
     replacements = (
         (r"^(\s*)bind :80$", rf"\1bind 127.0.0.1:{listen_port}"),
         (r"^(\s*stats socket )/run/haproxy/agui-admin\.sock ", rf"\g<1>{socket_path} "),
@@ -122,11 +130,13 @@ class HaproxyProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def write_config(self) -> None:
+        """The adapted config for the current hosts, where start and reload read it."""
         self.config_path.write_text(
             adapted_config(self.listen_port, self.peer_port, self.socket_path, self.hosts), encoding="utf-8"
         )
 
     def start(self) -> HaproxyProcess:
+        """Check the config as lint-deploy does, then run it; returns once the port and the runtime API answer."""
         self.prefix.mkdir(parents=True, exist_ok=True)
         self.write_config()
         check = subprocess.run([self.binary, "-c", "-q", "-f", str(self.config_path)], capture_output=True, text=True)
@@ -142,6 +152,7 @@ class HaproxyProcess:
         return self
 
     def _answering(self) -> None:
+        """Raises until the listener accepts and the runtime API answers (for `eventually`)."""
         assert self.process is not None and self.process.poll() is None, self.log_tail()
         try:
             socket.create_connection(("127.0.0.1", self.listen_port), timeout=1).close()
@@ -150,6 +161,7 @@ class HaproxyProcess:
             raise AssertionError(f"haproxy not answering yet: {exc}") from None
 
     def worker_pid(self) -> int:
+        """The current worker's pid: it changes with each reload."""
         info = runtime_command(self.socket_path, "show info")
         match = re.search(r"^Pid: (\d+)$", info, re.M)
         assert match, info
@@ -158,7 +170,7 @@ class HaproxyProcess:
     def peers_resynced(self) -> None:
         """The worker has finished its own resync (`show peers`: the section's flags have RESYNC_LOCAL and
         RESYNC_REMOTE, 0x3, set), about 5 s after it started when no other peer teaches it. A worker reloaded
-        before that does not teach the next one, and the table is lost (deploy/README.md "Several hosts")."""
+        before that does not teach the next one, and the table is lost (docs/operations.md#several-hosts)."""
         answer = self.command("show peers")
         match = re.search(r"id=agui_peers disabled=\d+ flags=0x([0-9a-f]+)", answer)
         assert match and int(match.group(1), 16) & 0x3 == 0x3, f"peers not resynced yet: {answer[:300]}"
@@ -184,15 +196,19 @@ class HaproxyProcess:
         eventually(new_worker, timeout_s=20, interval_s=0.05)
 
     def command(self, command: str) -> str:
+        """One runtime API command on this HAProxy's socket."""
         return runtime_command(self.socket_path, command)
 
     def table(self, name: str = THREAD_TABLE) -> dict[str, str]:
+        """A stick table's entries as {key: server name}."""
         return parse_table(self.command(f"show table {name}"))
 
     def log_tail(self) -> str:
+        """The end of HAProxy's log, for assertion messages."""
         return self.log_path.read_text(errors="replace")[-3000:] if self.log_path.exists() else ""
 
     def stop(self) -> None:
+        """SIGTERM to the whole process group (master and workers), SIGKILL if it lingers."""
         if self.process is None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -204,12 +220,3 @@ class HaproxyProcess:
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(5)
         self.process = None
-
-
-@contextlib.contextmanager
-def running_haproxy(prefix: Path, listen_port: int, peer_port: int, hosts: Sequence[Host]) -> Iterator[HaproxyProcess]:
-    process = HaproxyProcess(prefix, listen_port, peer_port, hosts)
-    try:
-        yield process.start()
-    finally:
-        process.stop()

@@ -205,9 +205,14 @@ class StreamReader:
         self._chunks = response.iter_content(chunk_size=None)
         self._parser = SseParser()
         self._events: list[dict[str, Any]] = []
+        #: The `id:` of the last record read (what a reattach sends as `Last-Event-ID`), as the server wrote it.
+        self.last_event_id: str | None = None
 
     def _take(self, messages: list[SseMessage]) -> list[dict[str, Any]]:
-        self._events.extend(json.loads(message.data) for message in messages)
+        for message in messages:
+            self._events.append(json.loads(message.data))
+            if message.event_id is not None:
+                self.last_event_id = message.event_id.decode()
         return list(self._events)
 
     def until(self, predicate: Any, timeout_s: float = 20) -> list[dict[str, Any]]:
@@ -222,7 +227,7 @@ class StreamReader:
     def rest(self) -> bytes:
         for chunk in self._chunks:
             self.raw += chunk
-            self._parser.feed(chunk)
+            self._take(self._parser.feed(chunk))
         return self.raw
 
 

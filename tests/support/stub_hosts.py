@@ -2,9 +2,10 @@
 
 Each stub answers the routes HAProxy places as the bridge does, as far as placement can tell: `POST /` is 200
 `text/event-stream` with an `Agui-Execution-Id` header (a new thread is recorded on the host that took it), the
-status route is 200 for a thread this host holds, the cancel route 200 for an execution it announced, and any
-request for a thread or execution another stub holds is counted as misrouted and answered as a host without the
-record answers (409 RESUME_REQUIRED / 404 EXECUTION_NOT_FOUND). `/health` is 200 and an agent-check port answers
+status and reattach routes are 200 for a thread this host holds, the cancel route 200 for an execution it
+announced, a `threadId` that is not a string is 400 INVALID_INPUT, and any request for a thread or execution
+another stub holds is counted as misrouted and answered as a host without the record answers (409
+RESUME_REQUIRED / 404 EXECUTION_NOT_FOUND). `/health` is 200 and an agent-check port answers
 the host's free capacity as a percentage. Used by tests/e2e/test_haproxy_rules.py and bench/placement_sim.py.
 """
 
@@ -20,7 +21,7 @@ from urllib.parse import unquote
 
 STATUS_PREFIX = "/extensions/iac-code/v1/threads/"
 CANCEL_PREFIX = "/extensions/iac-code/v1/executions/"
-REASONS = {200: "OK", 404: "Not Found", 409: "Conflict", 400: "Bad Request"}
+REASONS = {200: "OK", 404: "Not Found", 409: "Conflict", 400: "Bad Request", 502: "Bad Gateway", 504: "Gateway Timeout"}
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Registry:
 
 
 def response(status: int, body: bytes, content_type: str = "application/json", extra: str = "") -> bytes:
+    """A whole HTTP/1.1 response with a content-length, so the connection stays usable."""
     head = (
         f"HTTP/1.1 {status} {REASONS.get(status, 'OK')}\r\ncontent-type: {content_type}\r\n"
         f"content-length: {len(body)}\r\n{extra}\r\n"
@@ -42,6 +44,7 @@ def response(status: int, body: bytes, content_type: str = "application/json", e
 
 
 def error(status: int, code: str) -> bytes:
+    """The bridge's error envelope."""
     return response(status, json.dumps({"error": {"code": code, "message": code}}).encode())
 
 
@@ -55,6 +58,8 @@ class StubHost:
         self.capacity_percent = capacity_percent
         #: Close each connection when a request arrives, without an answer (a host dying mid-request).
         self.hang_up = False
+        #: Answer every request but /health with this status and error code (the bridge's own 502 or 504).
+        self.fail_with: tuple[int, str] | None = None
         self.port = 0
         self.agent_port = 0
         self._servers: list[asyncio.Server] = []
@@ -84,6 +89,7 @@ class StubHost:
         writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One keep-alive connection: read each request whole, answer it (or hang up, when told to)."""
         self._connections.add(writer)
         try:
             while True:
@@ -98,7 +104,9 @@ class StubHost:
                 if self.hang_up and path != "/health":
                     writer.transport.abort()
                     return
-                writer.write(self.answer(method, path, body))
+                writer.write(
+                    error(*self.fail_with) if self.fail_with and path != "/health" else self.answer(method, path, body)
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, asyncio.CancelledError):
             pass  # a client gone, or the loop closing: a stub's connection just ends
@@ -107,11 +115,14 @@ class StubHost:
             writer.close()
 
     def answer(self, method: str, path: str, body: bytes) -> bytes:
+        """What a bridge would answer, as far as placement can tell; counts a request for another host's thread."""
         registry = self.registry
         if path == "/health":
             return response(200, b'{"status":"ok"}')
         if method == "POST" and path == "/":
             thread_id = json.loads(body)["threadId"]
+            if not isinstance(thread_id, str):
+                return error(400, "INVALID_INPUT")
             holder = registry.thread_host.get(thread_id)
             if holder is None:
                 registry.thread_host[thread_id] = holder = self.name
@@ -126,12 +137,16 @@ class StubHost:
         if method == "POST" and path.startswith(STATUS_PREFIX) and path.endswith("/status"):
             thread_id = unquote(path[len(STATUS_PREFIX) : -len("/status")])
             return self._held(registry.thread_host.get(thread_id), {"threadId": thread_id})
+        if method == "GET" and path.startswith(STATUS_PREFIX) and path.endswith("/events") and "/runs/" in path:
+            thread_id = unquote(path[len(STATUS_PREFIX) : path.rindex("/runs/")])
+            return self._held(registry.thread_host.get(thread_id), {"threadId": thread_id})
         if method == "POST" and path.startswith(CANCEL_PREFIX) and path.endswith("/cancel"):
             execution_id = unquote(path[len(CANCEL_PREFIX) : -len("/cancel")])
             return self._held(registry.execution_host.get(execution_id), {"status": "cancelled"})
         return error(404, "NOT_FOUND")
 
     def _held(self, holder: str | None, body: dict[str, str]) -> bytes:
+        """200 when this host holds the record; a host without it answers 404 (misrouted if another holds it)."""
         if holder == self.name:
             return response(200, json.dumps(body).encode())
         if holder is not None:
@@ -141,11 +156,14 @@ class StubHost:
 
 @dataclass
 class Answer:
+    """One response read by Client: status, lower-cased headers, body."""
+
     status: int
     headers: dict[str, str]
     body: bytes
 
     def code(self) -> str | None:
+        """The error envelope's code, if the body is one."""
         with contextlib.suppress(ValueError, KeyError, TypeError):
             return str(json.loads(self.body)["error"]["code"])
         return None
@@ -160,6 +178,7 @@ class Client:
         self._writer: asyncio.StreamWriter | None = None
 
     async def request(self, method: str, path: str, body: bytes = b"") -> Answer:
+        """Send one request and read its whole answer, reconnecting once if HAProxy closed the idle connection."""
         if self._writer is None or self._reader is None:
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         reader, writer = self._reader, self._writer
@@ -186,6 +205,7 @@ class Client:
         return Answer(status, headers, payload)
 
     async def close(self) -> None:
+        """Close the connection; the next request opens a new one."""
         if self._writer is not None:
             self._writer.close()
             with contextlib.suppress(OSError):

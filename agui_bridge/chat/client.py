@@ -169,6 +169,13 @@ class RunResult:
     exit_code: int
 
 
+def json_body(body: Mapping[str, Any]) -> bytes:
+    """UTF-8 JSON, non-ASCII written as itself: requests' `json=` escapes it (`\\u00e9`), which the shipped
+    HAProxy config refuses in a threadId because it would key the thread differently from its path
+    (docs/http-api.md#errors-of-the-shipped-haproxy-config-several-hosts)."""
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+
 # --------------------------------------------------------------------------------------------- the client
 
 
@@ -235,7 +242,7 @@ class ChatClient:
         try:
             response = self.http.post(
                 self.options.url,
-                json=body,
+                data=json_body(body),
                 headers=self._headers(sse=True),
                 stream=True,
                 timeout=(attaching.CONNECT_TIMEOUT_S, attaching.READ_TIMEOUT_S),
@@ -341,7 +348,7 @@ class ChatClient:
         body = {"threadId": self.options.thread_id, "rosInvocationId": ros}
         try:
             response = self.http.post(
-                url, json=body, headers=self._headers(), timeout=(attaching.CONNECT_TIMEOUT_S, 30.0)
+                url, data=json_body(body), headers=self._headers(), timeout=(attaching.CONNECT_TIMEOUT_S, 30.0)
             )
         except requests.RequestException:
             return None

@@ -37,6 +37,7 @@ class MessageKey(StrEnum):
     CWD_CANNOT_CREATE = "cwd_cannot_create"
     CWD_TOO_LONG = "cwd_too_long"
     JSON_TOO_DEEP = "json_too_deep"
+    DUPLICATE_KEY = "duplicate_key"
     JSON_TOO_MANY_VALUES = "json_too_many_values"
     TOO_MANY_ITEMS = "too_many_items"
     TOO_MANY_PARTS = "too_many_parts"

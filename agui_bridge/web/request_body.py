@@ -9,6 +9,8 @@ runs in a small pool of native threads, so the hub keeps serving every other str
 from __future__ import annotations
 
 import json
+import json.decoder
+import re
 import time
 from collections.abc import Callable
 from typing import IO, Any, Literal, TypeVar
@@ -24,6 +26,7 @@ from agui_bridge.i18n.message_keys import MessageKey
 from agui_bridge.runs.request import RunRequest
 from agui_bridge.runs.request import read_run_request as validate_run_request
 from agui_bridge.validation.bounds import check_body_bounds, prescan_json_text
+from agui_bridge.validation.field_errors import pointer_from_tokens
 from agui_bridge.worker.host import ReadTimedOut, decode_off_hub, let_the_hub_run, read_within
 
 _CHUNK = 64 * 1024
@@ -98,14 +101,78 @@ def read_limited(
     return b"".join(chunks)
 
 
+_DECODER = json.JSONDecoder()
+#: json's C scanner for one value, and for one string after its opening quote (typeshed names neither).
+_scan_value: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
+_scan_string: Callable[[str, int], tuple[str, int]] = vars(json.decoder)["scanstring"]
+_OPEN = re.compile(r'[ \t\n\r]*\{[ \t\n\r]*(?:(")|(\}))').match
+_COLON = re.compile(r"[ \t\n\r]*:[ \t\n\r]*").match
+_NEXT = re.compile(r'[ \t\n\r]*(?:,[ \t\n\r]*(")|(\}))').match
+_END = re.compile(r"[ \t\n\r]*\Z").match
+#: A duplicated key is named in the message up to this many characters.
+_SHOWN_KEY_CHARS = 64
+
+
+class DuplicateKey(ValueError):
+    """A top-level key that appears twice (the decoder would silently keep the last)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def loads_unique_top_level(body: bytes) -> Any:
+    """`json.loads(body)`, except that a top-level object naming a key twice raises DuplicateKey.
+
+    `json.loads` keeps the last of two equal keys, while HAProxy's `json_query` (the shipped config keys a thread by
+    `$.threadId`) reads the first: a body with two `threadId`s would be routed by one and served as the other
+    (docs/design.md#pre-stream-checks). Only the top level is walked here, member by member with the C scanner
+    for each value, so the cost is about half a microsecond per top-level member; an `object_pairs_hook` would pay
+    for every nested object too. Errors are json's (ValueError, RecursionError), as `json.loads` raises them.
+    """
+    text = body.decode(json.detect_encoding(body), "surrogatepass")
+    step = _OPEN(text)
+    if step is None:
+        return _DECODER.decode(text)  # not an object: json's own answer (a value, or its error)
+    members: dict[str, Any] = {}
+    while step.group(1):
+        key, index = _scan_string(text, step.end())
+        colon = _COLON(text, index)
+        if colon is None:
+            raise ValueError("Expecting ':' delimiter")
+        try:
+            value, index = _scan_value(text, colon.end())
+        except StopIteration:
+            raise ValueError("Expecting value") from None
+        if key in members:
+            raise DuplicateKey(key)
+        members[key] = value
+        step = _NEXT(text, index)
+        if step is None:
+            raise ValueError("Expecting ',' delimiter")
+    if _END(text, step.end()) is None:
+        raise ValueError("Extra data")
+    return members
+
+
+def duplicate_key_error(key: str) -> InvalidInput:
+    """INVALID_INPUT naming the key (shortened, as JSON text so nothing unprintable reaches the message)."""
+    shown = json.dumps(key if len(key) <= _SHOWN_KEY_CHARS else key[:_SHOWN_KEY_CHARS] + "…", ensure_ascii=False)
+    field = pointer_from_tokens([key]) if len(key) <= limits.MAX_ID_CHARS else ""
+    return InvalidInput(MessageKey.DUPLICATE_KEY, field=field, params={"name": shown})
+
+
 def decode_json(body: bytes, invalid_key: str) -> Any:
-    """Nesting beyond what the decoder can hold is the depth cap's INVALID_INPUT, not a parse error."""
+    """Nesting beyond what the decoder can hold is the depth cap's INVALID_INPUT, not a parse error; a top-level
+    key given twice is INVALID_INPUT too (`loads_unique_top_level`)."""
     try:
-        return json.loads(body)
+        return loads_unique_top_level(body)
     except RecursionError:
         raise InvalidInput(
             MessageKey.JSON_TOO_DEEP, field="", params={"field": "RunAgentInput", "max": str(limits.MAX_JSON_DEPTH)}
         ) from None
+    except DuplicateKey as duplicate:
+        raise duplicate_key_error(duplicate.key) from None
     except ValueError:
         raise InvalidJson(invalid_key) from None
 

@@ -150,13 +150,19 @@ class AgentResponder:
         after_fork_in_child(self._close_in_child)  # a worker must not hold the master's agent sockets
 
     @staticmethod
-    def bind(host: str, port: int) -> socket.socket:
-        """A listening socket on `host:port` (OSError when the port cannot be bound). SO_REUSEPORT lets the new
-        master of a USR2 upgrade bind it beside the old one, as it takes over gunicorn's own socket; a socket
-        bound without it (another program) still refuses the bind."""
+    def bind(host: str, port: int, *, beside_old_master: bool = False) -> socket.socket:
+        """A listening socket on `host:port` (OSError when the port cannot be bound). It is bound with
+        SO_REUSEPORT so that the new master of a USR2 upgrade can bind it beside the old one, as it takes over
+        gunicorn's own socket. Linux shares such a port between every socket of one user that sets the option,
+        so a port already held by anyone is refused first (a plain bind must succeed), unless this is that new
+        master (`beside_old_master`)."""
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
+        if not beside_old_master:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)  # EADDRINUSE when another process listens there, SO_REUSEPORT or not
         listener = socket.socket(family, kind, proto)
         try:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -300,7 +306,9 @@ class MasterAgentCheck:
         be bound stops the start, as gunicorn's own port does (status 1)."""
         global _answered_by_master
         try:
-            listener = AgentResponder.bind(self.host, self.port)
+            # gunicorn's re-executed master (USR2) knows its parent, the old master, still running (master_pid).
+            upgrading = bool(getattr(server, "master_pid", 0))
+            listener = AgentResponder.bind(self.host, self.port, beside_old_master=upgrading)
         except OSError as exc:
             server.log.error("agui-bridge: the agent-check port %s:%d cannot be bound: %s", self.host, self.port, exc)
             raise SystemExit(1) from None

@@ -101,7 +101,7 @@ def runtime_command(socket_path: Path, command: str, timeout_s: float = 5.0) -> 
     return b"".join(chunks).decode(errors="replace")
 
 
-_ENTRY = re.compile(r"key=(?P<key>.*?) use=\d+ exp=\d+ (?:server_id=\d+ )?server_key=(?P<server>\S+)")
+_ENTRY = re.compile(r"key=(?P<key>.*?) use=\d+ exp=\d+ (?:server_id=\d+ )?(?:gpt0=\d+ )?server_key=(?P<server>\S+)")
 
 
 def parse_table(dump: str) -> dict[str, str]:

@@ -215,10 +215,23 @@ def test_a_new_master_binds_the_agent_port_beside_the_old_one() -> None:
     """A USR2 upgrade: the new master starts while the old one still answers."""
     old = AgentResponder.bind("127.0.0.1", 0)
     try:
-        new = AgentResponder.bind("127.0.0.1", old.getsockname()[1])
+        new = AgentResponder.bind("127.0.0.1", old.getsockname()[1], beside_old_master=True)
         new.close()
     finally:
         old.close()
+
+
+def test_a_second_bridge_of_the_same_user_cannot_share_the_agent_port() -> None:
+    """SO_REUSEPORT would let it bind beside the first and take half of HAProxy's checks."""
+    first = AgentResponder.bind("127.0.0.1", 0)
+    try:
+        with pytest.raises(OSError):
+            AgentResponder.bind("127.0.0.1", first.getsockname()[1]).close()
+        agent = MasterAgentCheck("127.0.0.1", first.getsockname()[1], 4)
+        with pytest.raises(SystemExit):
+            agent.start(FakeArbiter())
+    finally:
+        first.close()
 
 
 def test_the_agent_port_must_differ_from_the_http_port() -> None:

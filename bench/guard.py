@@ -42,6 +42,9 @@ EXIT_PASS, EXIT_REGRESSED, EXIT_ERROR = 0, 1, 2
 CLEANUP_S = 0.15
 #: A measured turn (or series of short turns) that takes longer is a hung server, not a slow one: exit 2.
 STEP_TIMEOUT_S = 180.0
+#: What `iac-code agui` imports to serve (`iac_code.agui.server.run_server`, which serves `iac_code.agui.app`):
+#: the probe of the reference venv; scripts/install-kernel probes a cached venv with the same statement.
+REFERENCE_IMPORTS = "import iac_code.agui.app, iac_code.agui.server"
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -67,7 +70,7 @@ def check_reference(venv: Path) -> None:
     if not os.access(cli, os.X_OK):
         raise ReferenceUnavailable(f"{cli} is missing (scripts/install-kernel installs it)")
     probe = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import iac_code.agui.app, iac_code.agui.server"],
+        [str(venv / "bin" / "python"), "-c", REFERENCE_IMPORTS],
         capture_output=True,
         text=True,
         timeout=120,

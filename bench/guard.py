@@ -22,11 +22,8 @@ import contextlib
 import datetime as dt
 import json
 import os
-import secrets
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -45,6 +42,9 @@ EXIT_PASS, EXIT_REGRESSED, EXIT_ERROR = 0, 1, 2
 CLEANUP_S = 0.15
 #: A measured turn (or series of short turns) that takes longer is a hung server, not a slow one: exit 2.
 STEP_TIMEOUT_S = 180.0
+#: What `iac-code agui` imports to serve (`iac_code.agui.server.run_server`, which serves `iac_code.agui.app`):
+#: the probe of the reference venv; scripts/install-kernel probes a cached venv with the same statement.
+REFERENCE_IMPORTS = "import iac_code.agui.app, iac_code.agui.server"
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -70,7 +70,7 @@ def check_reference(venv: Path) -> None:
     if not os.access(cli, os.X_OK):
         raise ReferenceUnavailable(f"{cli} is missing (scripts/install-kernel installs it)")
     probe = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import iac_code.agui.app, iac_code.agui.server"],
+        [str(venv / "bin" / "python"), "-c", REFERENCE_IMPORTS],
         capture_output=True,
         text=True,
         timeout=120,
@@ -135,67 +135,63 @@ def warm(port: int, ws: str) -> None:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    """Start the three servers, run the repetitions, stop everything; every value per repetition."""
-    token = secrets.token_hex(16)
-    tmp = Path(tempfile.mkdtemp(prefix="agui-guard-"))
-    logs = tmp / "logs"
-    logs.mkdir()
-    cwd_root = tmp / "workspaces"
-    (cwd_root / "ws").mkdir(parents=True)
-    ws = str(cwd_root / "ws")
-    servers: list[Any] = []
+    """Start the three servers, run the repetitions, stop everything; every value per repetition.
+
+    The replay upstream and the bridge come from `harness.bridge_on_upstream` (its temporary directory, token and
+    clean-up); the reference runs beside the bridge on the same upstream and workspace root.
+    """
     values: dict[str, list[float]] = {
         "bridge_long_us_per_event": [],
         "reference_long_us_per_event": [],
         "bridge_short_ms_per_turn": [],
         "reference_short_ms_per_turn": [],
     }
-    try:
-        replay = h.Replay(logs, token, deltas=args.deltas)
-        servers.append(replay)
-        bridge = h.Bridge(
-            logs, "bridge", a2a_url=replay.url, a2a_token=token, state_dir=tmp / "state-bridge", cwd_root=cwd_root
-        )
-        servers.append(bridge)
+
+    def replay(log_dir: Path, token: str) -> h.Replay:
+        return h.Replay(log_dir, token, deltas=args.deltas)
+
+    with h.bridge_on_upstream("guard", replay, keep_tmp=args.keep_tmp) as started:
+        bridge = started.bridge
+        ws_dir = started.workspace / "ws"
+        ws_dir.mkdir()
+        ws = str(ws_dir)
         try:
             reference = h.Reference(
-                logs,
+                started.tmp / "logs",
                 "reference",
-                a2a_url=replay.url,
-                a2a_token=token,
-                state_dir=tmp / "state-reference",
-                cwd_root=cwd_root,
+                a2a_url=started.upstream.url,
+                a2a_token=started.upstream.token,
+                state_dir=started.tmp / "state-reference",
+                cwd_root=started.workspace,
             )
         except RuntimeError as exc:
             raise ReferenceUnavailable(f"`iac-code agui` did not start: {str(exc)[-400:]}") from exc
-        servers.append(reference)
-        warm(bridge.port, ws)
-        warm(reference.port, ws)
-        for rep in range(args.reps):
-            values["bridge_long_us_per_event"].append(
-                long_turn_us_per_event(bridge.port, bridge.pid, ws, args.deltas, args.bridge_long_turns)
-            )
-            values["reference_long_us_per_event"].append(
-                long_turn_us_per_event(reference.port, reference.pid, ws, args.deltas)
-            )
-            values["bridge_short_ms_per_turn"].append(short_turns_ms_per_turn(bridge.port, bridge.pid, ws, args.turns))
-            values["reference_short_ms_per_turn"].append(
-                short_turns_ms_per_turn(reference.port, reference.pid, ws, args.turns)
-            )
-            last = {key: vals[-1] for key, vals in values.items()}
-            h.log(
-                f"guard rep {rep + 1}/{args.reps}: long turn us/event bridge {last['bridge_long_us_per_event']:.1f}"
-                f" reference {last['reference_long_us_per_event']:.1f}; 10-delta turn ms bridge"
-                f" {last['bridge_short_ms_per_turn']:.2f} reference {last['reference_short_ms_per_turn']:.2f}"
-            )
-    finally:
-        for server in reversed(servers):
+        try:
+            warm(bridge.port, ws)
+            warm(reference.port, ws)
+            for rep in range(args.reps):
+                values["bridge_long_us_per_event"].append(
+                    long_turn_us_per_event(bridge.port, bridge.pid, ws, args.deltas, args.bridge_long_turns)
+                )
+                values["reference_long_us_per_event"].append(
+                    long_turn_us_per_event(reference.port, reference.pid, ws, args.deltas)
+                )
+                values["bridge_short_ms_per_turn"].append(
+                    short_turns_ms_per_turn(bridge.port, bridge.pid, ws, args.turns)
+                )
+                values["reference_short_ms_per_turn"].append(
+                    short_turns_ms_per_turn(reference.port, reference.pid, ws, args.turns)
+                )
+                last = {key: vals[-1] for key, vals in values.items()}
+                h.log(
+                    f"guard rep {rep + 1}/{args.reps}: long turn us/event bridge"
+                    f" {last['bridge_long_us_per_event']:.1f} reference {last['reference_long_us_per_event']:.1f};"
+                    f" 10-delta turn ms bridge {last['bridge_short_ms_per_turn']:.2f}"
+                    f" reference {last['reference_short_ms_per_turn']:.2f}"
+                )
+        finally:
             with contextlib.suppress(Exception):
-                server.stop()
-        if args.keep_tmp:
-            h.log(f"logs kept in {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+                reference.stop()
     return {k: [round(v, 3) for v in vals] for k, vals in values.items()}
 
 
@@ -242,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=LAST, help="where this run's measurements go (JSON)")
     parser.add_argument("--repo-root", type=Path, default=None, help="the checkout whose agui_bridge is measured")
     parser.add_argument("--reference-venv", type=Path, default=None, help="venv with `iac-code agui`")
-    parser.add_argument("--keep-tmp", action="store_true", help="keep logs and state under /tmp/agui-guard-*")
+    parser.add_argument("--keep-tmp", action="store_true", help="keep logs and state under /tmp/agui-bench-guard-*")
     args = parser.parse_args(argv)
     if min(args.reps, args.turns, args.bridge_long_turns, args.record_runs) < 1 or args.deltas < 100:
         parser.error("--reps, --turns, --bridge-long-turns and --record-runs must be >= 1, --deltas >= 100")

@@ -34,6 +34,8 @@ from agui_bridge.chat.attach import DEFAULT_RETRIES, RetryPolicy, RunFollower, R
 from agui_bridge.chat.output import BOLD, DIM, RED, YELLOW, EventView, Printer, escape_terminal, markdown_renderer
 from agui_bridge.chat.questions import answer_payload, expires_in, question_for
 from agui_bridge.chat.sse import ChatUsageError, describe_http_error
+from agui_bridge.config import limits
+from agui_bridge.protocol.control import ID_CONTROL
 from agui_bridge.protocol.events import SESSION_EVENT
 
 if TYPE_CHECKING:
@@ -113,6 +115,32 @@ def _checked_id(value: str, what: str) -> str:
     return value
 
 
+def _encodes_as_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _checked_thread_id(value: str) -> str:
+    """`--thread` as `POST /` admits a threadId (docs/http-api.md#limits): argv under a non-UTF-8
+    locale can carry a lone surrogate, which names no thread. Unlike `_checked_id`, spaces stay allowed: the
+    server takes them, and a thread named with one must stay reachable."""
+    if (
+        not value
+        or len(value) > limits.MAX_ID_CHARS
+        or value.startswith("/")
+        or ID_CONTROL.search(value) is not None
+        or not _encodes_as_utf8(value)
+    ):
+        raise ChatUsageError(
+            f"--thread must be 1 to {limits.MAX_ID_CHARS} characters of valid Unicode,"
+            " without control characters or a leading /"
+        )
+    return value
+
+
 def _attach_target(args: argparse.Namespace) -> tuple[str, str] | None:
     if args.attach is None:
         return None
@@ -146,7 +174,7 @@ def options_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> C
     message = args.message
     if target is None and (not isinstance(message, str) or not message.strip()):
         raise ChatUsageError("the message must not be empty")
-    thread_id = target[0] if target else (args.thread if args.thread else str(uuid.uuid4()))
+    thread_id = target[0] if target else (_checked_thread_id(args.thread) if args.thread else str(uuid.uuid4()))
     ros = args.ros if args.ros else f"chat-{uuid.uuid4().hex}"
     cwd = os.path.abspath(os.path.expanduser(args.cwd)) if args.cwd else os.getcwd()
     return ChatOptions(
@@ -172,8 +200,15 @@ class RunResult:
 def json_body(body: Mapping[str, Any]) -> bytes:
     """UTF-8 JSON, non-ASCII written as itself: requests' `json=` escapes it (`\\u00e9`), which the shipped
     HAProxy config refuses in a threadId because it would key the thread differently from its path
-    (docs/http-api.md#errors-of-the-shipped-haproxy-config-several-hosts)."""
-    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    (docs/http-api.md#errors-of-the-shipped-haproxy-config-several-hosts).
+
+    Text with a lone surrogate (argv under a non-UTF-8 locale, a prompt's answer) has no UTF-8: the body is then
+    ASCII-escaped JSON, so the server answers it with its documented error instead of chat failing unhandled.
+    """
+    try:
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body).encode("ascii")
 
 
 # --------------------------------------------------------------------------------------------- the client

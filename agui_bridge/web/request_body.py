@@ -128,13 +128,15 @@ def loads_unique_top_level(body: bytes) -> Any:
     `$.threadId`) reads the first: a body with two `threadId`s would be routed by one and served as the other
     (docs/design.md#pre-stream-checks). Only the top level is walked here, member by member with the C scanner
     for each value, so the cost is about half a microsecond per top-level member; an `object_pairs_hook` would pay
-    for every nested object too. Errors are json's (ValueError, RecursionError), as `json.loads` raises them.
+    for every nested object too. Errors are json's (ValueError, RecursionError), as `json.loads` raises them; the
+    first repeated key is raised only once the whole body has parsed, so a malformed body stays invalid JSON.
     """
     text = body.decode(json.detect_encoding(body), "surrogatepass")
     step = _OPEN(text)
     if step is None:
         return _DECODER.decode(text)  # not an object: json's own answer (a value, or its error)
     members: dict[str, Any] = {}
+    first_duplicate: str | None = None
     while step.group(1):
         key, index = _scan_string(text, step.end())
         colon = _COLON(text, index)
@@ -144,21 +146,37 @@ def loads_unique_top_level(body: bytes) -> Any:
             value, index = _scan_value(text, colon.end())
         except StopIteration:
             raise ValueError("Expecting value") from None
-        if key in members:
-            raise DuplicateKey(key)
+        if first_duplicate is None and key in members:
+            first_duplicate = key
         members[key] = value
         step = _NEXT(text, index)
         if step is None:
             raise ValueError("Expecting ',' delimiter")
     if _END(text, step.end()) is None:
         raise ValueError("Extra data")
+    if first_duplicate is not None:
+        raise DuplicateKey(first_duplicate)
     return members
 
 
+def _encodes_as_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def duplicate_key_error(key: str) -> InvalidInput:
-    """INVALID_INPUT naming the key (shortened, as JSON text so nothing unprintable reaches the message)."""
-    shown = json.dumps(key if len(key) <= _SHOWN_KEY_CHARS else key[:_SHOWN_KEY_CHARS] + "…", ensure_ascii=False)
-    field = pointer_from_tokens([key]) if len(key) <= limits.MAX_ID_CHARS else ""
+    """INVALID_INPUT naming the key (shortened, as JSON text so nothing unprintable reaches the message).
+
+    The error envelope is UTF-8 JSON written with `ensure_ascii=False`: a key holding a lone surrogate (`"\\ud800"`
+    is valid JSON) is shown with the surrogate as its JSON escape and gets no pointer, or the answer itself could
+    not be encoded (a plain 500 instead of the 400).
+    """
+    shortened = key if len(key) <= _SHOWN_KEY_CHARS else key[:_SHOWN_KEY_CHARS] + "…"
+    shown = json.dumps(shortened, ensure_ascii=False).encode("utf-8", "backslashreplace").decode("utf-8")
+    field = pointer_from_tokens([key]) if len(key) <= limits.MAX_ID_CHARS and _encodes_as_utf8(key) else ""
     return InvalidInput(MessageKey.DUPLICATE_KEY, field=field, params={"name": shown})
 
 

@@ -156,7 +156,8 @@ class GeventRuntime:
 
     def make_queue(self, maxsize: int) -> Any:
         # SimpleQueue: Queue without join()/task_done(), which nothing here uses (their bookkeeping: 0.3 KiB
-        # per held stream, docs/design.md#stream-memory).
+        # per held stream, docs/design.md#stream-memory). It takes a maxsize since gevent 25.4.1 (before, the
+        # stdlib's argument-less _PySimpleQueue): setup.cfg's floor.
         return self._queue_mod.SimpleQueue(maxsize)
 
     def queue_get(self, q: Any, timeout: float) -> Any:

@@ -1,5 +1,7 @@
 """The CI bench guard (`bench/guard.py`, run by `.ci/run`) against real processes: it fails on a build made slower
-per event and passes on the real one, comparing with the committed `bench/guard-baseline.json`.
+per event, comparing with the committed `bench/guard-baseline.json`. Whether the real build passes is not asked
+here: that is a speed assertion, and the suite runs in parallel; `.ci/run` runs the guard itself after the suite,
+and `tests/unit/test_bench_guard_rules.py` covers the pass verdict.
 
 Shorter runs than CI's (two repetitions, a 10,000-delta long turn, 60 short turns) through the same comparison; the
 guard compares CPU-time ratios to the reference adapter measured in the same run, so nothing here is timed. The
@@ -91,11 +93,3 @@ def test_guard_fails_on_a_build_slowed_per_event_naming_the_long_turn_ratio(tmp_
     verdicts = {verdict["ratio"]: verdict for verdict in report["verdicts"]}
     assert verdicts["long_turn_cpu_per_event"]["ok"] is False
     assert report["status"] == "fail"
-
-
-def test_guard_passes_on_the_real_build(tmp_path: Path) -> None:
-    done, report = run_guard(tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "bench guard: PASS" in done.stdout
-    assert report["status"] == "pass"
-    assert all(verdict["ok"] for verdict in report["verdicts"])

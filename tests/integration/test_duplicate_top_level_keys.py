@@ -69,6 +69,43 @@ def test_the_cancel_route_refuses_a_body_naming_threadId_twice(client: FlaskClie
     assert_duplicate_refused(response, "threadId", "de")
 
 
+#: Each route reading a JSON body, with its own message for invalid JSON.
+INVALID_JSON_KEY_BY_ROUTE = {
+    "/": "invalid_json",
+    STATUS.format(thread="thread-1"): "status_invalid_json",
+    CANCEL: "cancel_invalid_json",
+}
+
+
+@pytest.mark.parametrize("path", list(INVALID_JSON_KEY_BY_ROUTE))
+@pytest.mark.parametrize("body", [b'{"\\ud800": 1, "\\ud800": 2}', b'{"\xed\xa0\x80": 1, "\xed\xa0\x80": 2}'])
+def test_a_repeated_key_holding_a_lone_surrogate_is_refused_with_a_json_answer(
+    client: FlaskClient, caplog: pytest.LogCaptureFixture, path: str, body: bytes
+) -> None:
+    """The key is shown as its JSON escape and given no pointer: a raw surrogate cannot be written as UTF-8."""
+    response = client.post(path, data=body, content_type="application/json")
+    assert response.status_code == 400, response.get_data()
+    error = json.loads(response.get_data().decode("utf-8"))["error"]
+    assert error == {
+        "code": "INVALID_INPUT",
+        "message": translate("duplicate_key", "en", name='"\\ud800"'),
+        "field": "",
+    }
+    assert not [record for record in caplog.records if record.exc_info], "no traceback is logged"
+
+
+@pytest.mark.parametrize(("path", "invalid_json_key"), INVALID_JSON_KEY_BY_ROUTE.items())
+def test_a_malformed_body_repeating_a_key_is_answered_as_invalid_json(
+    client: FlaskClient, path: str, invalid_json_key: str
+) -> None:
+    """The repeated key is only reported for a body that parses: invalid JSON keeps the invalid-JSON answer."""
+    response = client.post(path, data=b'{"a": 1, "a": 2,}', content_type="application/json")
+    assert response.status_code == 400, response.get_data()
+    error = response.get_json()["error"]
+    assert error["code"] == "INVALID_JSON"
+    assert error["message"] == translate(invalid_json_key, "en")
+
+
 VALID = [
     b'{"a": 1, "b": {"c": [1, 2, {"d": null}]}}',
     b' \n{ "a" : "x" , "b" : [ ] }\t\r\n',
@@ -92,6 +129,9 @@ INVALID = [
     b'{"a\x01": 1}',
     b"\xff{}",
     b"",
+    b'{"a": 1, "a": 2,}',  # malformed after a repeated key: still json's error, not the duplicate's
+    b'{"a": 1, "a": 2} x',
+    b'{"a": 1, "a": 2, "b":}',
 ]
 
 

@@ -107,6 +107,17 @@ def test_judge_refuses_a_ratio_it_cannot_compare(
         judge(measured, baseline)
 
 
+def test_ratios_within_their_margins_pass_the_guard() -> None:
+    """The pass path of `bench/guard.py`: every verdict ok, and the PASS line lists each ratio with its limit."""
+    baseline = {"long_turn_cpu_per_event": 0.129, "short_turn_cpu_per_turn": 0.636}
+    measured = {key: baseline[key] * MARGINS[key] for key in RATIOS}  # each exactly at its limit
+    verdicts = judge(measured, baseline)
+    assert all(verdict.ok for verdict in verdicts)
+    assert summary_line(verdicts) == (
+        "bench guard: PASS (long_turn_cpu_per_event 0.226 <= 0.226, short_turn_cpu_per_turn 1.018 <= 1.018)"
+    )
+
+
 def test_summary_line_passes_or_names_every_regressed_ratio() -> None:
     fine = Verdict("long_turn_cpu_per_event", 0.13, 0.126, 1.5)
     slow_a = Verdict("long_turn_cpu_per_event", 0.4, 0.126, 1.5)

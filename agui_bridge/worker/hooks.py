@@ -131,9 +131,11 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
             agent.pre_fork(worker)
 
     def on_child_exit(server: Any, worker: Any) -> None:
-        child_exit(server, worker)
-        if agent is not None:
-            agent.child_exit(worker)  # a reaped worker's streams are gone, SIGKILL included
+        try:
+            child_exit(server, worker)
+        finally:  # whatever the metrics' clean-up does, a reaped worker's streams are gone, SIGKILL included
+            if agent is not None:
+                agent.child_exit(worker)
 
     return {
         "bind": [f"{settings.host}:{settings.port}"],

@@ -26,6 +26,7 @@ from agui_bridge.worker.agent_check import (
     free_capacity_percent,
     master_agent_check,
 )
+from agui_bridge.worker.hooks import gunicorn_settings
 from tests.support.agent_check import ask_agent
 
 
@@ -268,3 +269,26 @@ def test_a_worker_reports_every_place_its_stream_cap_counts(tmp_path: Path) -> N
     release()
     registry.unreserve()
     assert service.stream_load()[0] == 0
+
+
+def test_a_reaped_worker_releases_its_slot_even_when_the_metrics_clean_up_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("agui_bridge.worker.agent_check._master_check", None)
+    started = master_agent_check("127.0.0.1", 9100, 4)
+    assert started is not None
+    started.board = LoadBoard(2)  # started by `when_ready`
+    hooks = gunicorn_settings(Settings(agent_check_port=9100))
+    worker = FakeWorker(1)
+    hooks["pre_fork"](FakeArbiter(), worker)
+    board, slot = worker_slot(worker)
+    board.write(slot, 101, WorkerLoad(4, 4))
+
+    def failing_metrics_clean_up(server: object, worker: object) -> None:
+        raise OSError("multiprocess directory gone")
+
+    monkeypatch.setattr("agui_bridge.worker.hooks.child_exit", failing_metrics_clean_up)
+    with pytest.raises(OSError):
+        hooks["child_exit"](FakeArbiter(), worker)
+    assert board.read() == []  # its streams no longer count
+    assert board.assign(2) == slot

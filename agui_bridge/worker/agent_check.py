@@ -49,6 +49,10 @@ MAX_AGENT_CONNECTIONS = 32
 PEER_READ_CAP = 4096
 #: A connection is closed this long after its answer was written, whatever the peer does.
 CONNECTION_DEADLINE_S = 1.0
+#: The same responder failure is logged at most this often (a new one at once).
+FAILURE_LOG_INTERVAL_S = 60.0
+#: The responder's pause after a failure, so one that repeats at once does not spin the master's CPU.
+FAILURE_PAUSE_S = 0.1
 #: The worker attribute the master sets before fork: the board and the worker's slot.
 SLOT_ATTRIBUTE = "agui_load_slot"
 
@@ -189,16 +193,36 @@ class AgentResponder:
         self._close_all()
 
     def _serve(self) -> None:
+        last_failure: tuple[str, float] | None = None  # (what failed, when it was logged)
         while not self._stop.is_set():
-            now = time.monotonic()
-            nearest = min((deadline for deadline, _ in self._connections.values()), default=now + 0.5)
-            for key, _ in self._selector.select(max(0.0, min(0.5, nearest - now))):
+            try:
+                self._serve_once()
+            except Exception as exc:  # a thread that ended would leave HAProxy on the last weight for good
+                failure, now = f"{type(exc).__name__}: {exc}", time.monotonic()
+                if (
+                    last_failure is None
+                    or last_failure[0] != failure
+                    or now - last_failure[1] >= FAILURE_LOG_INTERVAL_S
+                ):
+                    log.error("agent check: the responder failed and goes on", exc_info=True)
+                    last_failure = (failure, now)
+                self._stop.wait(FAILURE_PAUSE_S)  # a failure that repeats at once must not spin the master
+
+    def _serve_once(self) -> None:
+        """One pass: wait for the listener or a connection (at most 0.5 s), serve what is ready, close the
+        connections whose deadline passed."""
+        now = time.monotonic()
+        nearest = min((deadline for deadline, _ in self._connections.values()), default=now + 0.5)
+        ready = self._selector.select(max(0.0, min(0.5, nearest - now)))
+        try:
+            for key, _ in ready:
                 if key.data is None:
                     self._accept()
                 elif key.data == "wake":
                     continue
                 else:
                     self._read(key.fileobj)  # type: ignore[arg-type]
+        finally:  # even after a failure: a connection that keeps failing still ends at its deadline
             now = time.monotonic()
             for connection, (deadline, _) in list(self._connections.items()):
                 if now >= deadline:

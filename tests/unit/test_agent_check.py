@@ -292,3 +292,27 @@ def test_a_reaped_worker_releases_its_slot_even_when_the_metrics_clean_up_fails(
         hooks["child_exit"](FakeArbiter(), worker)
     assert board.read() == []  # its streams no longer count
     assert board.assign(2) == slot
+
+
+def test_an_unexpected_responder_failure_is_logged_once_and_the_responder_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    responder = AgentResponder(AgentResponder.bind("127.0.0.1", 0), lambda: b"9%\n")
+    accept = responder._accept
+    failures = iter([RuntimeError("selector state lost")] * 3)
+
+    def accept_failing_at_first() -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        accept()
+
+    monkeypatch.setattr(responder, "_accept", accept_failing_at_first)
+    with caplog.at_level(logging.ERROR, logger="agui_bridge.worker.agent_check"):
+        responder.start()
+        try:
+            assert ask_agent(responder.listener.getsockname()[1]) == b"9%\n"  # answered after three failures
+        finally:
+            responder.stop()
+    logged = [record for record in caplog.records if record.exc_info]
+    assert len(logged) == 1 and "selector state lost" in caplog.text

@@ -139,9 +139,18 @@ class AgentResponder:
     `agent-send` before closing matters: closing over unread bytes resets the connection, and a reset may make
     HAProxy drop the line before it reads it. Nothing the peer sends is interpreted."""
 
-    def __init__(self, listener: socket.socket, answer: Callable[[], bytes | None]) -> None:
+    def __init__(
+        self,
+        listener: socket.socket,
+        answer: Callable[[], bytes | None],
+        keep_listening: Callable[[], bool] | None = None,
+    ) -> None:
+        """`keep_listening`, asked before every accept and at least every 0.5 s: once it says False the listener
+        is closed for good (the connections already accepted still get their line and close)."""
         self.listener = listener
         self._answer = answer
+        self._keep_listening = keep_listening
+        self._listener_open = True
         listener.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(listener, selectors.EVENT_READ, None)
@@ -211,6 +220,7 @@ class AgentResponder:
     def _serve_once(self) -> None:
         """One pass: wait for the listener or a connection (at most 0.5 s), serve what is ready, close the
         connections whose deadline passed."""
+        self._close_listener_if_done()
         now = time.monotonic()
         nearest = min((deadline for deadline, _ in self._connections.values()), default=now + 0.5)
         ready = self._selector.select(max(0.0, min(0.5, nearest - now)))
@@ -228,7 +238,19 @@ class AgentResponder:
                 if now >= deadline:
                     self._close(connection)
 
+    def _close_listener_if_done(self) -> None:
+        if not self._listener_open or self._keep_listening is None or self._keep_listening():
+            return
+        if self._accepting:
+            self._selector.unregister(self.listener)
+            self._accepting = False
+        self._listener_open = False
+        self.listener.close()  # the kernel takes it out of the port's SO_REUSEPORT group
+
     def _accept(self) -> None:
+        self._close_listener_if_done()
+        if not self._listener_open:
+            return
         try:
             connection, _ = self.listener.accept()
         except (BlockingIOError, InterruptedError):
@@ -275,7 +297,7 @@ class AgentResponder:
             self._selector.unregister(connection)
         self._connections.pop(connection, None)
         connection.close()
-        if not self._accepting and len(self._connections) < MAX_AGENT_CONNECTIONS:
+        if self._listener_open and not self._accepting and len(self._connections) < MAX_AGENT_CONNECTIONS:
             self._selector.register(self.listener, selectors.EVENT_READ, None)
             self._accepting = True
 
@@ -339,16 +361,29 @@ class MasterAgentCheck:
         # A reload (HUP) runs the old workers beside their replacements until they have drained.
         self.board = LoadBoard(2 * int(server.num_workers) + SPARE_SLOTS)
         self._listening_at_start = bool(server.LISTENERS)
-        self.responder = AgentResponder(listener, lambda: self.answer(server))
+        self.responder = AgentResponder(listener, lambda: self.answer(server), lambda: self.keep_listening(server))
         self.responder.start()
         _answered_by_master = True
         server.log.info("agui-bridge: answering HAProxy's agent check on %s:%d", self.host, self.port)
 
+    def stopping(self, server: Any) -> bool:
+        """gunicorn's stop closes its listeners first, before it signals the workers: from then on the host drains."""
+        return self._listening_at_start and not server.LISTENERS
+
+    def keep_listening(self, server: Any) -> bool:
+        """False once this master stops while another master of a USR2 upgrade runs: both listen on the agent
+        port (SO_REUSEPORT), and this one's 0% for its whole drain would land on about half of HAProxy's checks
+        and flap the host's weight to 0. Closing the listener sends every check to the other master. A plain
+        stop (no other master) keeps answering 0% (docs/design.md#agent-check)."""
+        if not (self.stopping(server) and another_master_runs(server)):
+            return True
+        server.log.info("agui-bridge: this master stops and another one runs: the agent check is answered there only")
+        return False
+
     def answer(self, server: Any) -> bytes:
         """The line for one agent connection, from the board and the master's own state."""
         assert self.board is not None
-        # gunicorn's stop closes its listeners first, before it signals the workers: from then on the host drains.
-        stopping = self._listening_at_start and not server.LISTENERS
+        stopping = self.stopping(server)
         loads = self.board.read()
         # A worker not reported yet has the limit its siblings report (the thread back-end's is lower).
         worker_limit = max((load.limit for load in loads), default=self.worker_limit)
@@ -370,6 +405,16 @@ class MasterAgentCheck:
     def child_exit(self, worker: Any) -> None:
         if self.board is not None:
             self.board.release(worker.age)
+
+
+def another_master_runs(server: Any) -> bool:
+    """True in the old master of a USR2 upgrade whose new master runs (gunicorn's `reexec_pid`, reset when it
+    reaps that master), and in the new master while the old one, its parent, still runs (`master_pid`: stopping
+    the new master then backs the upgrade out)."""
+    if getattr(server, "reexec_pid", 0):
+        return True
+    master_pid = getattr(server, "master_pid", 0)
+    return bool(master_pid) and master_pid == os.getppid()
 
 
 _master_check: MasterAgentCheck | None = None

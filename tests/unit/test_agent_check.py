@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from agui_bridge.worker.agent_check import (
 )
 from agui_bridge.worker.hooks import gunicorn_settings
 from tests.support.agent_check import ask_agent
+from tests.support.eventually import eventually
 
 
 @pytest.mark.parametrize(
@@ -84,6 +86,8 @@ class FakeArbiter:
 
     num_workers: int = 2
     LISTENERS: list[object] = field(default_factory=lambda: [object()])
+    reexec_pid: int = 0  # the old master of a USR2 upgrade: its new master's pid
+    master_pid: int = 0  # the new master of a USR2 upgrade: the old master's pid
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("fake-arbiter"))
 
 
@@ -316,3 +320,53 @@ def test_an_unexpected_responder_failure_is_logged_once_and_the_responder_goes_o
             responder.stop()
     logged = [record for record in caplog.records if record.exc_info]
     assert len(logged) == 1 and "selector state lost" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("old_arbiter", "new_arbiter", "stops"),
+    [
+        pytest.param(FakeArbiter(reexec_pid=4242), FakeArbiter(master_pid=4241), "old", id="the upgrade completes"),
+        pytest.param(
+            FakeArbiter(reexec_pid=4242), FakeArbiter(master_pid=os.getppid()), "new", id="the upgrade is backed out"
+        ),
+    ],
+)
+def test_a_master_that_stops_beside_another_one_leaves_every_check_to_it(
+    monkeypatch: pytest.MonkeyPatch, old_arbiter: FakeArbiter, new_arbiter: FakeArbiter, stops: str
+) -> None:
+    """A USR2 upgrade: both masters listen on the agent port; the stopping one's 0% would take half the checks."""
+    monkeypatch.setattr("agui_bridge.worker.agent_check._answered_by_master", False)
+    old = MasterAgentCheck("127.0.0.1", 0, 4)
+    old.start(old_arbiter)
+    new = MasterAgentCheck("127.0.0.1", agent_port(old), 4)
+    try:
+        new.start(new_arbiter)
+        for index, agent in enumerate([old, new]):  # both idle: 100%
+            assert agent.board is not None
+            for worker in range(2):
+                agent.board.write(agent.board.assign(worker) or 0, 100 * index + worker + 1, WorkerLoad(0, 4))
+        stopping = old_arbiter if stops == "old" else new_arbiter
+        stopping.LISTENERS = []  # gunicorn's stop, on TERM
+        port = agent_port(old)
+
+        def every_check_reaches_the_other_master() -> None:
+            try:
+                lines = [ask_agent(port) for _ in range(20)]
+            except OSError as exc:  # queued on the listener as it closed: HAProxy keeps the weight it has
+                raise AssertionError(f"a check was cut: {exc}") from exc
+            assert lines == [b"100%\n"] * 20
+
+        eventually(every_check_reaches_the_other_master)
+    finally:
+        for agent in (old, new):
+            if agent.responder is not None:
+                agent.responder.stop()
+
+
+def test_a_master_that_stops_alone_answers_zero_until_it_exits(
+    master_agent: tuple[MasterAgentCheck, FakeArbiter],
+) -> None:
+    agent, arbiter = master_agent
+    arbiter.LISTENERS = []
+    assert agent.responder is not None and agent.keep_listening(arbiter)
+    assert [ask_agent(agent_port(agent)) for _ in range(3)] == [b"0%\n"] * 3

@@ -420,17 +420,45 @@ def another_master_runs(server: Any) -> bool:
 _master_check: MasterAgentCheck | None = None
 
 
-def master_agent_check(host: str, port: int, worker_limit: int) -> MasterAgentCheck:
-    """The master's one agent check. gunicorn builds its hooks again on a reload (HUP) without calling
-    `when_ready` again: the new hooks must reach the responder and board the first ones started. A new port
-    needs a restart (the listener is bound once)."""
+def master_agent_check(host: str, port: int, worker_limit: int) -> MasterAgentCheck | None:
+    """The master's one agent check, or None when it is off. gunicorn builds its hooks again on a reload (HUP)
+    without calling `when_ready` again: once a check has started, the new hooks keep using it (slots for the new
+    workers, the reaped ones released, the workers' reports) whatever the reloaded option says, since the
+    listener is bound once and answers until the master exits; `reload_warning` tells the operator."""
     global _master_check
-    if _master_check is None or (
-        _master_check.board is None and (host, port) != (_master_check.host, _master_check.port)
-    ):
+    if _master_check is not None and _master_check.board is not None:
+        _master_check.worker_limit = worker_limit
+        return _master_check
+    if not port:
+        return None
+    if _master_check is None or (host, port) != (_master_check.host, _master_check.port):
         _master_check = MasterAgentCheck(host, port, worker_limit)
     _master_check.worker_limit = worker_limit
     return _master_check
+
+
+def reload_warning(host: str, port: int) -> str | None:
+    """What to tell the operator when a reload (HUP) asks for another agent check than the one running: the
+    listener is bound once, in `when_ready`, which a reload does not call again. None when nothing changed."""
+    running = _master_check if _master_check is not None and _master_check.board is not None else None
+    if running is None:
+        if not port:
+            return None
+        return (
+            f"--agent-check-port {port} needs a restart: a reload does not start the agent check, "
+            "HAProxy's agent gets no answer from this host until then"
+        )
+    if not port:
+        return (
+            "--agent-check-port is off in the reloaded configuration, but a reload does not stop the agent check: "
+            f"it answers on {running.host}:{running.port} until a restart"
+        )
+    if (host, port) != (running.host, running.port):
+        return (
+            f"--agent-check-port/--host now name {host}:{port}, but a reload does not move the agent check: "
+            f"it answers on {running.host}:{running.port} until a restart"
+        )
+    return None
 
 
 def publish_worker_load(worker: Any, host: WorkerHost) -> None:

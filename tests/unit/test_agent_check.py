@@ -26,6 +26,7 @@ from agui_bridge.worker.agent_check import (
     agent_answer,
     free_capacity_percent,
     master_agent_check,
+    reload_warning,
 )
 from agui_bridge.worker.hooks import gunicorn_settings
 from tests.support.agent_check import ask_agent
@@ -94,6 +95,7 @@ class FakeArbiter:
 @dataclass
 class FakeWorker:
     age: int
+    pid: int = 0
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("fake-worker"))
 
 
@@ -202,6 +204,7 @@ def test_a_failed_answer_sends_no_line_and_the_responder_goes_on() -> None:
 def test_hooks_built_again_by_a_reload_reach_the_started_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("agui_bridge.worker.agent_check._master_check", None)
     first = master_agent_check("127.0.0.1", 9100, 4)
+    assert first is not None
     first.board = LoadBoard(2)  # started: a reload (HUP) builds the hooks again without `when_ready`
     assert master_agent_check("127.0.0.1", 9100, 8) is first and first.worker_limit == 8
 
@@ -370,3 +373,65 @@ def test_a_master_that_stops_alone_answers_zero_until_it_exits(
     arbiter.LISTENERS = []
     assert agent.responder is not None and agent.keep_listening(arbiter)
     assert [ask_agent(agent_port(agent)) for _ in range(3)] == [b"0%\n"] * 3
+
+
+@pytest.fixture
+def started_check(monkeypatch: pytest.MonkeyPatch) -> MasterAgentCheck:
+    """The process's agent check as `when_ready` left it on port 9100 (no socket: the hooks only need its board)."""
+    monkeypatch.setattr("agui_bridge.worker.agent_check._master_check", None)
+    started = master_agent_check("127.0.0.1", 9100, 4)
+    assert started is not None
+    started.board = LoadBoard(4)
+    return started
+
+
+def test_a_reload_that_turns_the_agent_check_off_keeps_the_started_one_counting(
+    started_check: MasterAgentCheck, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The responder answers until the master exits: its board must keep following the workers."""
+    arbiter, old_worker, new_worker = FakeArbiter(), FakeWorker(1), FakeWorker(2)
+    gunicorn_settings(Settings(agent_check_port=9100))["pre_fork"](arbiter, old_worker)
+    old_board, old_slot = worker_slot(old_worker)
+    old_board.write(old_slot, 101, WorkerLoad(4, 4))
+    reloaded = gunicorn_settings(Settings(agent_check_port=0, hub_watchdog_ms=0))  # HUP: the hooks built again
+    with caplog.at_level(logging.WARNING, logger="fake-arbiter"):
+        reloaded["on_reload"](arbiter)
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "until a restart" in warnings[0] and "127.0.0.1:9100" in warnings[0]
+
+    reloaded["pre_fork"](arbiter, new_worker)  # the new worker gets a slot of the same board
+    assert worker_slot(new_worker)[0] is started_check.board
+    published: list[object] = []
+    monkeypatch.setattr("agui_bridge.worker.process.configure_process", lambda settings: None)
+    monkeypatch.setattr("agui_bridge.worker.hooks.post_worker_init", lambda worker: None)
+    monkeypatch.setattr("agui_bridge.worker.hooks.publish_load", published.append)
+    reloaded["post_worker_init"](new_worker)
+    assert published == [new_worker]  # and reports there
+    reloaded["child_exit"](arbiter, old_worker)  # the old worker, drained and reaped, stops counting
+    assert old_board.read() == []
+
+
+@pytest.mark.parametrize(
+    ("started", "host", "port", "warning"),
+    [
+        pytest.param(False, "127.0.0.1", 0, None, id="off before and after"),
+        pytest.param(True, "127.0.0.1", 9100, None, id="unchanged"),
+        pytest.param(False, "127.0.0.1", 9100, "--agent-check-port 9100 needs a restart", id="turned on"),
+        pytest.param(True, "127.0.0.1", 0, "answers on 127.0.0.1:9100 until a restart", id="turned off"),
+        pytest.param(True, "127.0.0.1", 9200, "now name 127.0.0.1:9200", id="another port"),
+        pytest.param(True, "0.0.0.0", 9100, "answers on 127.0.0.1:9100 until a restart", id="another host"),
+    ],
+)
+def test_a_reload_that_changes_the_agent_check_says_a_restart_is_needed(
+    monkeypatch: pytest.MonkeyPatch, started: bool, host: str, port: int, warning: str | None
+) -> None:
+    monkeypatch.setattr("agui_bridge.worker.agent_check._master_check", None)
+    if started:
+        check = master_agent_check("127.0.0.1", 9100, 4)
+        assert check is not None
+        check.board = LoadBoard(2)
+    message = reload_warning(host, port)
+    if warning is None:
+        assert message is None
+    else:
+        assert message is not None and warning in message

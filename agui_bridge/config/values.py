@@ -24,23 +24,19 @@ def string(value: Any) -> str:
     return value
 
 
-def port(value: Any) -> int:
+def port(value: Any, *, lowest: int = 1) -> int:
+    """A TCP port from `lowest` (1, or 0 where 0 means "off") to 65535."""
     if isinstance(value, bool):
         raise ValueError(value)
-    port = int(value)
-    if not 1 <= port <= 65535:
-        raise ValueError(port)
-    return port
+    number = int(value)
+    if not lowest <= number <= 65535:
+        raise ValueError(number)
+    return number
 
 
 def port_or_off(value: Any) -> int:
     """A port, or 0 for "off"."""
-    if isinstance(value, bool):
-        raise ValueError(value)
-    port = int(value)
-    if not 0 <= port <= 65535:
-        raise ValueError(port)
-    return port
+    return port(value, lowest=0)
 
 
 def positive_int(value: Any) -> int:

@@ -49,6 +49,10 @@ MAX_AGENT_CONNECTIONS = 32
 PEER_READ_CAP = 4096
 #: A connection is closed this long after its answer was written, whatever the peer does.
 CONNECTION_DEADLINE_S = 1.0
+#: The same responder failure is logged at most this often (a new one at once).
+FAILURE_LOG_INTERVAL_S = 60.0
+#: The responder's pause after a failure, so one that repeats at once does not spin the master's CPU.
+FAILURE_PAUSE_S = 0.1
 #: The worker attribute the master sets before fork: the board and the worker's slot.
 SLOT_ATTRIBUTE = "agui_load_slot"
 
@@ -135,9 +139,18 @@ class AgentResponder:
     `agent-send` before closing matters: closing over unread bytes resets the connection, and a reset may make
     HAProxy drop the line before it reads it. Nothing the peer sends is interpreted."""
 
-    def __init__(self, listener: socket.socket, answer: Callable[[], bytes | None]) -> None:
+    def __init__(
+        self,
+        listener: socket.socket,
+        answer: Callable[[], bytes | None],
+        keep_listening: Callable[[], bool] | None = None,
+    ) -> None:
+        """`keep_listening`, asked before every accept and at least every 0.5 s: once it says False the listener
+        is closed for good (the connections already accepted still get their line and close)."""
         self.listener = listener
         self._answer = answer
+        self._keep_listening = keep_listening
+        self._listener_open = True
         listener.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(listener, selectors.EVENT_READ, None)
@@ -189,22 +202,55 @@ class AgentResponder:
         self._close_all()
 
     def _serve(self) -> None:
+        last_failure: tuple[str, float] | None = None  # (what failed, when it was logged)
         while not self._stop.is_set():
-            now = time.monotonic()
-            nearest = min((deadline for deadline, _ in self._connections.values()), default=now + 0.5)
-            for key, _ in self._selector.select(max(0.0, min(0.5, nearest - now))):
+            try:
+                self._serve_once()
+            except Exception as exc:  # a thread that ended would leave HAProxy on the last weight for good
+                failure, now = f"{type(exc).__name__}: {exc}", time.monotonic()
+                if (
+                    last_failure is None
+                    or last_failure[0] != failure
+                    or now - last_failure[1] >= FAILURE_LOG_INTERVAL_S
+                ):
+                    log.error("agent check: the responder failed and goes on", exc_info=True)
+                    last_failure = (failure, now)
+                self._stop.wait(FAILURE_PAUSE_S)  # a failure that repeats at once must not spin the master
+
+    def _serve_once(self) -> None:
+        """One pass: wait for the listener or a connection (at most 0.5 s), serve what is ready, close the
+        connections whose deadline passed."""
+        self._close_listener_if_done()
+        now = time.monotonic()
+        nearest = min((deadline for deadline, _ in self._connections.values()), default=now + 0.5)
+        ready = self._selector.select(max(0.0, min(0.5, nearest - now)))
+        try:
+            for key, _ in ready:
                 if key.data is None:
                     self._accept()
                 elif key.data == "wake":
                     continue
                 else:
                     self._read(key.fileobj)  # type: ignore[arg-type]
+        finally:  # even after a failure: a connection that keeps failing still ends at its deadline
             now = time.monotonic()
             for connection, (deadline, _) in list(self._connections.items()):
                 if now >= deadline:
                     self._close(connection)
 
+    def _close_listener_if_done(self) -> None:
+        if not self._listener_open or self._keep_listening is None or self._keep_listening():
+            return
+        if self._accepting:
+            self._selector.unregister(self.listener)
+            self._accepting = False
+        self._listener_open = False
+        self.listener.close()  # the kernel takes it out of the port's SO_REUSEPORT group
+
     def _accept(self) -> None:
+        self._close_listener_if_done()
+        if not self._listener_open:
+            return
         try:
             connection, _ = self.listener.accept()
         except (BlockingIOError, InterruptedError):
@@ -251,7 +297,7 @@ class AgentResponder:
             self._selector.unregister(connection)
         self._connections.pop(connection, None)
         connection.close()
-        if not self._accepting and len(self._connections) < MAX_AGENT_CONNECTIONS:
+        if self._listener_open and not self._accepting and len(self._connections) < MAX_AGENT_CONNECTIONS:
             self._selector.register(self.listener, selectors.EVENT_READ, None)
             self._accepting = True
 
@@ -315,16 +361,29 @@ class MasterAgentCheck:
         # A reload (HUP) runs the old workers beside their replacements until they have drained.
         self.board = LoadBoard(2 * int(server.num_workers) + SPARE_SLOTS)
         self._listening_at_start = bool(server.LISTENERS)
-        self.responder = AgentResponder(listener, lambda: self.answer(server))
+        self.responder = AgentResponder(listener, lambda: self.answer(server), lambda: self.keep_listening(server))
         self.responder.start()
         _answered_by_master = True
         server.log.info("agui-bridge: answering HAProxy's agent check on %s:%d", self.host, self.port)
 
+    def stopping(self, server: Any) -> bool:
+        """gunicorn's stop closes its listeners first, before it signals the workers: from then on the host drains."""
+        return self._listening_at_start and not server.LISTENERS
+
+    def keep_listening(self, server: Any) -> bool:
+        """False once this master stops while another master of a USR2 upgrade runs: both listen on the agent
+        port (SO_REUSEPORT), and this one's 0% for its whole drain would land on about half of HAProxy's checks
+        and flap the host's weight to 0. Closing the listener sends every check to the other master. A plain
+        stop (no other master) keeps answering 0% (docs/design.md#agent-check)."""
+        if not (self.stopping(server) and another_master_runs(server)):
+            return True
+        server.log.info("agui-bridge: this master stops and another one runs: the agent check is answered there only")
+        return False
+
     def answer(self, server: Any) -> bytes:
         """The line for one agent connection, from the board and the master's own state."""
         assert self.board is not None
-        # gunicorn's stop closes its listeners first, before it signals the workers: from then on the host drains.
-        stopping = self._listening_at_start and not server.LISTENERS
+        stopping = self.stopping(server)
         loads = self.board.read()
         # A worker not reported yet has the limit its siblings report (the thread back-end's is lower).
         worker_limit = max((load.limit for load in loads), default=self.worker_limit)
@@ -348,20 +407,58 @@ class MasterAgentCheck:
             self.board.release(worker.age)
 
 
+def another_master_runs(server: Any) -> bool:
+    """True in the old master of a USR2 upgrade whose new master runs (gunicorn's `reexec_pid`, reset when it
+    reaps that master), and in the new master while the old one, its parent, still runs (`master_pid`: stopping
+    the new master then backs the upgrade out)."""
+    if getattr(server, "reexec_pid", 0):
+        return True
+    master_pid = getattr(server, "master_pid", 0)
+    return bool(master_pid) and master_pid == os.getppid()
+
+
 _master_check: MasterAgentCheck | None = None
 
 
-def master_agent_check(host: str, port: int, worker_limit: int) -> MasterAgentCheck:
-    """The master's one agent check. gunicorn builds its hooks again on a reload (HUP) without calling
-    `when_ready` again: the new hooks must reach the responder and board the first ones started. A new port
-    needs a restart (the listener is bound once)."""
+def master_agent_check(host: str, port: int, worker_limit: int) -> MasterAgentCheck | None:
+    """The master's one agent check, or None when it is off. gunicorn builds its hooks again on a reload (HUP)
+    without calling `when_ready` again: once a check has started, the new hooks keep using it (slots for the new
+    workers, the reaped ones released, the workers' reports) whatever the reloaded option says, since the
+    listener is bound once and answers until the master exits; `reload_warning` tells the operator."""
     global _master_check
-    if _master_check is None or (
-        _master_check.board is None and (host, port) != (_master_check.host, _master_check.port)
-    ):
+    if _master_check is not None and _master_check.board is not None:
+        _master_check.worker_limit = worker_limit
+        return _master_check
+    if not port:
+        return None
+    if _master_check is None or (host, port) != (_master_check.host, _master_check.port):
         _master_check = MasterAgentCheck(host, port, worker_limit)
     _master_check.worker_limit = worker_limit
     return _master_check
+
+
+def reload_warning(host: str, port: int) -> str | None:
+    """What to tell the operator when a reload (HUP) asks for another agent check than the one running: the
+    listener is bound once, in `when_ready`, which a reload does not call again. None when nothing changed."""
+    running = _master_check if _master_check is not None and _master_check.board is not None else None
+    if running is None:
+        if not port:
+            return None
+        return (
+            f"--agent-check-port {port} needs a restart: a reload does not start the agent check, "
+            "HAProxy's agent gets no answer from this host until then"
+        )
+    if not port:
+        return (
+            "--agent-check-port is off in the reloaded configuration, but a reload does not stop the agent check: "
+            f"it answers on {running.host}:{running.port} until a restart"
+        )
+    if (host, port) != (running.host, running.port):
+        return (
+            f"--agent-check-port/--host now name {host}:{port}, but a reload does not move the agent check: "
+            f"it answers on {running.host}:{running.port} until a restart"
+        )
+    return None
 
 
 def publish_worker_load(worker: Any, host: WorkerHost) -> None:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agui_bridge.worker.agent_check import master_agent_check, publish_worker_load
+from agui_bridge.worker.agent_check import master_agent_check, publish_worker_load, reload_warning
 from agui_bridge.worker.readiness import WORKER_READY_LOG, WorkerReadyNotice
 
 if TYPE_CHECKING:
@@ -82,12 +82,9 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
     warning = unauthenticated_warning(settings)
     # READY=1 once a worker answers, not when the master listens (docs/operations.md#readiness).
     ready_notice = WorkerReadyNotice()
-    # HAProxy's agent check, answered by a thread of this master (docs/design.md#agent-check).
-    agent = (
-        master_agent_check(settings.host, settings.agent_check_port, settings.max_active_runs_per_worker)
-        if settings.agent_check_port
-        else None
-    )
+    # HAProxy's agent check, answered by a thread of this master (docs/design.md#agent-check); after a reload
+    # (HUP) the one already started, whatever the option now says.
+    agent = master_agent_check(settings.host, settings.agent_check_port, settings.max_active_runs_per_worker)
 
     def on_starting(server: Any) -> None:
         ready_notice.arm()
@@ -126,14 +123,21 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
         if agent is not None and agent.responder is None:
             agent.start(server)  # before the first fork: every worker gets its slot
 
+    def on_reload(server: Any) -> None:
+        change = reload_warning(settings.host, settings.agent_check_port)
+        if change:
+            server.log.warning("agui-bridge: %s", change)
+
     def pre_fork(server: Any, worker: Any) -> None:
         if agent is not None:
             agent.pre_fork(worker)
 
     def on_child_exit(server: Any, worker: Any) -> None:
-        child_exit(server, worker)
-        if agent is not None:
-            agent.child_exit(worker)  # a reaped worker's streams are gone, SIGKILL included
+        try:
+            child_exit(server, worker)
+        finally:  # whatever the metrics' clean-up does, a reaped worker's streams are gone, SIGKILL included
+            if agent is not None:
+                agent.child_exit(worker)
 
     return {
         "bind": [f"{settings.host}:{settings.port}"],
@@ -159,6 +163,7 @@ def gunicorn_settings(settings: Settings) -> dict[str, Any]:
         "child_exit": on_child_exit,
         "when_ready": when_ready,
         "pre_fork": pre_fork,
+        "on_reload": on_reload,
     }
 
 

@@ -2,8 +2,8 @@
 
 Two gevent workers with two stream places each (a host limit of four): 100% idle, a lower share while demo-agent
 runs are held open, 0% at the limit, 0% from the moment the master is told to stop while the runs it holds still
-finish on their own; a garbage or huge `agent-send` gets one line and a close, and no worker notices
-(docs/design.md#agent-check).
+finish on their own; a garbage or huge `agent-send` gets one line and a close, and no worker notices; after a USR2
+upgrade the old master, draining, leaves every check to the new one (docs/design.md#agent-check).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +24,10 @@ from agui_bridge.demo.testing import free_port
 from tests.support.agent_check import ask_agent
 from tests.support.agui_checks import assert_valid_agui_stream
 from tests.support.eventually import eventually
-from tests.support.harness import BridgeServer, StreamReader, new_thread_id, run_body
+from tests.support.harness import REPO_ROOT, BridgeServer, StreamReader, new_thread_id, run_body
+from tests.support.hub_guard import ENV_NAME as HUB_WATCHDOG_ENV
+from tests.support.hub_guard import GUARD, THRESHOLD_MS
+from tests.support.processes import running
 
 pytestmark = pytest.mark.e2e
 
@@ -149,3 +154,60 @@ def test_a_reload_keeps_counting_the_new_workers(tmp_path: Path, demo_url: str, 
         answers_soon(server, b"75%\n")  # the new workers report through the same answer
         reader.response.close()
         answers_soon(server, b"100%\n")
+
+
+def test_after_a_usr2_upgrade_the_old_master_leaves_every_check_to_the_new_one(
+    tmp_path: Path, demo_url: str, demo_token: str
+) -> None:
+    """The old master drains a held run for far longer than the wait below; its 0% would take half the checks."""
+    port, agent = free_port(), free_port()
+    pidfile, log_path = tmp_path / "gunicorn.pid", tmp_path / "gunicorn.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
+    env.update(
+        PYTHONPATH=str(REPO_ROOT), IAC_CODE_AGUI_PORT=str(port), IAC_CODE_AGUI_AGENT_CHECK_PORT=str(agent),
+        IAC_CODE_AGUI_A2A_URL=demo_url, IAC_CODE_AGUI_A2A_TOKEN=demo_token, IAC_CODE_AGUI_WORKERS="1",
+        IAC_CODE_AGUI_MAX_ACTIVE_RUNS="1",
+        IAC_CODE_AGUI_STATE_DIR=str(tmp_path / "state"), IAC_CODE_AGUI_ALLOWED_CWDS=str(tmp_path),
+        IAC_CODE_AGUI_GRACEFUL_TIMEOUT="60", **{HUB_WATCHDOG_ENV: str(THRESHOLD_MS)},
+    )  # fmt: skip
+    # The console script: USR2 re-executes the master's own argv.
+    command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "deploy/gunicorn.conf.py", "--pid", str(pidfile),
+               "wsgi:app"]  # fmt: skip
+    GUARD.watch(log_path)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        eventually(lambda: assert_answer(agent, b"100%\n"), timeout_s=60)
+        response = requests.post(
+            f"http://127.0.0.1:{port}/", json=run_body(new_thread_id(), "slow [SLOW 30]", tmp_path), stream=True,
+            timeout=60,
+        )  # fmt: skip
+        assert response.status_code == 200, response.text
+        reader = StreamReader(response)  # held open: the client stays, so the drain waits for the run's end
+        reader.until(lambda events: any(e["type"] == "RUN_STARTED" for e in events))
+        eventually(lambda: assert_answer(agent, b"0%\n"))  # the host's one place is held
+        old_master = int(pidfile.read_text())
+        os.kill(old_master, signal.SIGUSR2)  # a new master beside the old one, on the same agent port
+        eventually(lambda: assert_answer(agent, b"100%\n"), timeout_s=60)  # a check reached the new master (idle)
+        os.kill(old_master, signal.SIGTERM)  # the old master drains its run (30 s)
+
+        def every_check_reaches_the_new_master() -> None:
+            for _ in range(20):
+                assert_answer(agent, b"100%\n")
+
+        eventually(every_check_reaches_the_new_master)
+        assert running(old_master)  # still draining its run: it is no longer asked
+        reader.response.close()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+        GUARD.stopped(log_path)
+
+
+def assert_answer(port: int, expected: bytes) -> None:
+    try:
+        line = ask_agent(port)
+    except OSError as exc:  # refused before the start, or queued on the listener the old master closed
+        raise AssertionError(f"no answer: {exc}") from exc
+    assert line == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,8 +26,11 @@ from agui_bridge.worker.agent_check import (
     agent_answer,
     free_capacity_percent,
     master_agent_check,
+    reload_warning,
 )
+from agui_bridge.worker.hooks import gunicorn_settings
 from tests.support.agent_check import ask_agent
+from tests.support.eventually import eventually
 
 
 @pytest.mark.parametrize(
@@ -83,12 +87,15 @@ class FakeArbiter:
 
     num_workers: int = 2
     LISTENERS: list[object] = field(default_factory=lambda: [object()])
+    reexec_pid: int = 0  # the old master of a USR2 upgrade: its new master's pid
+    master_pid: int = 0  # the new master of a USR2 upgrade: the old master's pid
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("fake-arbiter"))
 
 
 @dataclass
 class FakeWorker:
     age: int
+    pid: int = 0
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("fake-worker"))
 
 
@@ -197,6 +204,7 @@ def test_a_failed_answer_sends_no_line_and_the_responder_goes_on() -> None:
 def test_hooks_built_again_by_a_reload_reach_the_started_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("agui_bridge.worker.agent_check._master_check", None)
     first = master_agent_check("127.0.0.1", 9100, 4)
+    assert first is not None
     first.board = LoadBoard(2)  # started: a reload (HUP) builds the hooks again without `when_ready`
     assert master_agent_check("127.0.0.1", 9100, 8) is first and first.worker_limit == 8
 
@@ -268,3 +276,162 @@ def test_a_worker_reports_every_place_its_stream_cap_counts(tmp_path: Path) -> N
     release()
     registry.unreserve()
     assert service.stream_load()[0] == 0
+
+
+def test_a_reaped_worker_releases_its_slot_even_when_the_metrics_clean_up_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("agui_bridge.worker.agent_check._master_check", None)
+    started = master_agent_check("127.0.0.1", 9100, 4)
+    assert started is not None
+    started.board = LoadBoard(2)  # started by `when_ready`
+    hooks = gunicorn_settings(Settings(agent_check_port=9100))
+    worker = FakeWorker(1)
+    hooks["pre_fork"](FakeArbiter(), worker)
+    board, slot = worker_slot(worker)
+    board.write(slot, 101, WorkerLoad(4, 4))
+
+    def failing_metrics_clean_up(server: object, worker: object) -> None:
+        raise OSError("multiprocess directory gone")
+
+    monkeypatch.setattr("agui_bridge.worker.hooks.child_exit", failing_metrics_clean_up)
+    with pytest.raises(OSError):
+        hooks["child_exit"](FakeArbiter(), worker)
+    assert board.read() == []  # its streams no longer count
+    assert board.assign(2) == slot
+
+
+def test_an_unexpected_responder_failure_is_logged_once_and_the_responder_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    responder = AgentResponder(AgentResponder.bind("127.0.0.1", 0), lambda: b"9%\n")
+    accept = responder._accept
+    failures = iter([RuntimeError("selector state lost")] * 3)
+
+    def accept_failing_at_first() -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        accept()
+
+    monkeypatch.setattr(responder, "_accept", accept_failing_at_first)
+    with caplog.at_level(logging.ERROR, logger="agui_bridge.worker.agent_check"):
+        responder.start()
+        try:
+            assert ask_agent(responder.listener.getsockname()[1]) == b"9%\n"  # answered after three failures
+        finally:
+            responder.stop()
+    logged = [record for record in caplog.records if record.exc_info]
+    assert len(logged) == 1 and "selector state lost" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("old_arbiter", "new_arbiter", "stops"),
+    [
+        pytest.param(FakeArbiter(reexec_pid=4242), FakeArbiter(master_pid=4241), "old", id="the upgrade completes"),
+        pytest.param(
+            FakeArbiter(reexec_pid=4242), FakeArbiter(master_pid=os.getppid()), "new", id="the upgrade is backed out"
+        ),
+    ],
+)
+def test_a_master_that_stops_beside_another_one_leaves_every_check_to_it(
+    monkeypatch: pytest.MonkeyPatch, old_arbiter: FakeArbiter, new_arbiter: FakeArbiter, stops: str
+) -> None:
+    """A USR2 upgrade: both masters listen on the agent port; the stopping one's 0% would take half the checks."""
+    monkeypatch.setattr("agui_bridge.worker.agent_check._answered_by_master", False)
+    old = MasterAgentCheck("127.0.0.1", 0, 4)
+    old.start(old_arbiter)
+    new = MasterAgentCheck("127.0.0.1", agent_port(old), 4)
+    try:
+        new.start(new_arbiter)
+        for index, agent in enumerate([old, new]):  # both idle: 100%
+            assert agent.board is not None
+            for worker in range(2):
+                agent.board.write(agent.board.assign(worker) or 0, 100 * index + worker + 1, WorkerLoad(0, 4))
+        stopping = old_arbiter if stops == "old" else new_arbiter
+        stopping.LISTENERS = []  # gunicorn's stop, on TERM
+        port = agent_port(old)
+
+        def every_check_reaches_the_other_master() -> None:
+            try:
+                lines = [ask_agent(port) for _ in range(20)]
+            except OSError as exc:  # queued on the listener as it closed: HAProxy keeps the weight it has
+                raise AssertionError(f"a check was cut: {exc}") from exc
+            assert lines == [b"100%\n"] * 20
+
+        eventually(every_check_reaches_the_other_master)
+    finally:
+        for agent in (old, new):
+            if agent.responder is not None:
+                agent.responder.stop()
+
+
+def test_a_master_that_stops_alone_answers_zero_until_it_exits(
+    master_agent: tuple[MasterAgentCheck, FakeArbiter],
+) -> None:
+    agent, arbiter = master_agent
+    arbiter.LISTENERS = []
+    assert agent.responder is not None and agent.keep_listening(arbiter)
+    assert [ask_agent(agent_port(agent)) for _ in range(3)] == [b"0%\n"] * 3
+
+
+@pytest.fixture
+def started_check(monkeypatch: pytest.MonkeyPatch) -> MasterAgentCheck:
+    """The process's agent check as `when_ready` left it on port 9100 (no socket: the hooks only need its board)."""
+    monkeypatch.setattr("agui_bridge.worker.agent_check._master_check", None)
+    started = master_agent_check("127.0.0.1", 9100, 4)
+    assert started is not None
+    started.board = LoadBoard(4)
+    return started
+
+
+def test_a_reload_that_turns_the_agent_check_off_keeps_the_started_one_counting(
+    started_check: MasterAgentCheck, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The responder answers until the master exits: its board must keep following the workers."""
+    arbiter, old_worker, new_worker = FakeArbiter(), FakeWorker(1), FakeWorker(2)
+    gunicorn_settings(Settings(agent_check_port=9100))["pre_fork"](arbiter, old_worker)
+    old_board, old_slot = worker_slot(old_worker)
+    old_board.write(old_slot, 101, WorkerLoad(4, 4))
+    reloaded = gunicorn_settings(Settings(agent_check_port=0, hub_watchdog_ms=0))  # HUP: the hooks built again
+    with caplog.at_level(logging.WARNING, logger="fake-arbiter"):
+        reloaded["on_reload"](arbiter)
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "until a restart" in warnings[0] and "127.0.0.1:9100" in warnings[0]
+
+    reloaded["pre_fork"](arbiter, new_worker)  # the new worker gets a slot of the same board
+    assert worker_slot(new_worker)[0] is started_check.board
+    published: list[object] = []
+    monkeypatch.setattr("agui_bridge.worker.process.configure_process", lambda settings: None)
+    monkeypatch.setattr("agui_bridge.worker.hooks.post_worker_init", lambda worker: None)
+    monkeypatch.setattr("agui_bridge.worker.hooks.publish_load", published.append)
+    reloaded["post_worker_init"](new_worker)
+    assert published == [new_worker]  # and reports there
+    reloaded["child_exit"](arbiter, old_worker)  # the old worker, drained and reaped, stops counting
+    assert old_board.read() == []
+
+
+@pytest.mark.parametrize(
+    ("started", "host", "port", "warning"),
+    [
+        pytest.param(False, "127.0.0.1", 0, None, id="off before and after"),
+        pytest.param(True, "127.0.0.1", 9100, None, id="unchanged"),
+        pytest.param(False, "127.0.0.1", 9100, "--agent-check-port 9100 needs a restart", id="turned on"),
+        pytest.param(True, "127.0.0.1", 0, "answers on 127.0.0.1:9100 until a restart", id="turned off"),
+        pytest.param(True, "127.0.0.1", 9200, "now name 127.0.0.1:9200", id="another port"),
+        pytest.param(True, "0.0.0.0", 9100, "answers on 127.0.0.1:9100 until a restart", id="another host"),
+    ],
+)
+def test_a_reload_that_changes_the_agent_check_says_a_restart_is_needed(
+    monkeypatch: pytest.MonkeyPatch, started: bool, host: str, port: int, warning: str | None
+) -> None:
+    monkeypatch.setattr("agui_bridge.worker.agent_check._master_check", None)
+    if started:
+        check = master_agent_check("127.0.0.1", 9100, 4)
+        assert check is not None
+        check.board = LoadBoard(2)
+    message = reload_warning(host, port)
+    if warning is None:
+        assert message is None
+    else:
+        assert message is not None and warning in message

@@ -14,6 +14,7 @@ from agui_bridge.cli import main
 from agui_bridge.config import ConfigError, load_settings
 from agui_bridge.config.options import MASK, OPTIONS, add_arguments, resolve, worker_environment
 from agui_bridge.config.settings import Settings, build_settings, check_settings, unauthenticated_warning
+from agui_bridge.config.values import port
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -65,6 +66,9 @@ def test_precedence(
         (["--port", "http"], {}, "", "--port must be between 1 and 65535."),
         ([], {"IAC_CODE_AGUI_PORT": "70000"}, "", "IAC_CODE_AGUI_PORT must be between 1 and 65535."),
         ([], {}, "port: true\n", "--port must be between 1 and 65535."),
+        (["--agent-check-port", "-1"], {}, "", "--agent-check-port must be between 0 and 65535."),
+        ([], {"IAC_CODE_AGUI_AGENT_CHECK_PORT": "70000"}, "", "IAC_CODE_AGUI_AGENT_CHECK_PORT must be between 0 and"),
+        ([], {}, "agent_check_port: true\n", "--agent-check-port must be between 0 and 65535."),
         (["--workers", "0"], {}, "", "--workers must be >= 1."),
         ([], {}, "workers: 1.5\n", "--workers must be >= 1."),
         (["--interrupt-ttl", "-1"], {}, "", "--interrupt-ttl must be a positive number of seconds."),
@@ -90,6 +94,29 @@ def test_invalid_values_give_one_clear_line(
     with pytest.raises(ConfigError) as error:
         resolve(parse(argv), env)
     assert str(error.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("value", "lowest", "expected"),
+    [
+        ("8000", 1, 8000),
+        (65535, 1, 65535),
+        ("0", 1, None),
+        ("0", 0, 0),
+        (-1, 0, None),
+        (65536, 0, None),
+        (True, 0, None),
+        ("http", 0, None),
+    ],
+)
+def test_one_port_converter_serves_ports_and_ports_that_may_be_off(
+    value: Any, lowest: int, expected: int | None
+) -> None:
+    if expected is None:
+        with pytest.raises(ValueError):
+            port(value, lowest=lowest)
+    else:
+        assert port(value, lowest=lowest) == expected
 
 
 def test_missing_config_file() -> None:

@@ -4,16 +4,18 @@ Built on gevent's monitor thread: every 1/`SAMPLES_PER_THRESHOLD` of the thresho
 greenlet switch happened since its last check, and publishes `gevent.events.EventLoopBlocked` (with the
 blocked greenlet's stack) when none did. One such window is not yet a report here: consecutive windows of
 the same greenlet add up, each counting only the time the hub's thread was not waiting for a CPU
-(`/proc/self/task/<tid>/schedstat`, where the kernel keeps it). A loaded machine that leaves the thread
-runnable but unscheduled therefore reports nothing, while a greenlet that holds the hub (CPU loop, fsync,
-whole-file read, a lock that blocks the thread) is reported once per stall when its own time reaches the
-threshold. Only stdlib at module level: gunicorn_config imports this in the master.
+(`/proc/self/task/<tid>/schedstat`, where the kernel keeps it), directly or behind another thread of the
+process that held the GIL and was itself waiting for a CPU. A loaded machine that leaves the thread runnable
+but unscheduled therefore reports nothing, while a greenlet that holds the hub (CPU loop, fsync, whole-file
+read, a lock that blocks the thread) is reported once per stall when its own time reaches the threshold.
+Only stdlib at module level: gunicorn_config imports this in the master.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -64,6 +66,11 @@ class BlockAccounting:
         self.threshold_s = threshold_s
         self._stall: _Stall | None = None
 
+    @property
+    def counting(self) -> bool:
+        """A stall is being counted (its next window may still confirm or take off time)."""
+        return self._stall is not None
+
     def sample(
         self, blocked: object | None, wall_s: float, waited_s: float, now: float, stack: str = ""
     ) -> BlockReport | None:
@@ -94,6 +101,14 @@ def run_queue_wait_s(schedstat: Path) -> float:
         return 0.0
 
 
+def others_waited_s(before: dict[int, float], now: dict[int, float]) -> float:
+    """The longest wait for a CPU of any other thread between two readings (threads in both only).
+
+    A thread of this process that is runnable holds the GIL (or runs native code without it); while it waits
+    for a CPU, the hub waits for the GIL behind it, sleeping, which its own count does not show."""
+    return max((now[tid] - waited for tid, waited in before.items() if tid in now), default=0.0)
+
+
 def blocked_stack(report_lines: list[str]) -> str:
     """The blocked greenlet's stack out of gevent's report (its lines between 'Blocked Stack' and 'Info:')."""
     text = "\n".join(report_lines)
@@ -113,9 +128,13 @@ class HubWatchdog:
         self.threshold_s = threshold_s
         self._emit = emit
         self._pending: Any = None
-        self._schedstat = Path(f"/proc/self/task/{_native_thread_id()}/schedstat")
+        self._tid = _native_thread_id()
+        self._schedstat = Path(f"/proc/self/task/{self._tid}/schedstat")
         self._last_at = time.monotonic()
         self._last_waited = run_queue_wait_s(self._schedstat)
+        #: The other threads' waits at the last window, read only while a stall is counted (a dozen small
+        #: /proc reads per window then, none otherwise).
+        self._others: dict[int, float] | None = None
         self._hub: Any = None
 
     def install(self) -> None:
@@ -144,22 +163,45 @@ class HubWatchdog:
 
     def _on_window(self, hub: Any) -> None:
         """Monitor thread, right after gevent's own check of the same window."""
+        self.window_ended(hub, time.monotonic())
+
+    def window_ended(self, hub: Any, now: float) -> None:
+        """One window of the monitor, ended at `now` (monotonic seconds)."""
         event, self._pending = self._pending, None
-        now = time.monotonic()
         waited = run_queue_wait_s(self._schedstat)
         wall, wait = now - self._last_at, waited - self._last_waited
         self._last_at, self._last_waited = now, waited
+        if event is not None or self.accounting.counting:
+            wait = max(wait, self._others_waited())
+        else:
+            self._others = None
         blocked = None if event is None else event.greenlet
         stack = "" if event is None else blocked_stack(list(event.info))
         report = self.accounting.sample(blocked, wall, wait, time.time(), stack)
         if report is not None:
             hub.loop.run_callback_threadsafe(self._deliver, report)
 
+    def _others_waited(self) -> float:
+        """How long another thread of this process waited for a CPU since the last window of this stall (0 for
+        its first window: no reading before it)."""
+        now = _other_threads_waits(self._tid)
+        before, self._others = self._others, now
+        return 0.0 if before is None else others_waited_s(before, now)
+
     def _deliver(self, report: BlockReport) -> None:
         """In the hub: a greenlet of its own logs (logging's lock must never be taken by the hub itself)."""
         import gevent
 
         gevent.spawn(self._emit, report)
+
+
+def _other_threads_waits(own_tid: int) -> dict[int, float]:
+    """Each other thread's run-queue wait so far, by thread id (threads that end meanwhile are skipped)."""
+    try:
+        tids = [int(name) for name in os.listdir("/proc/self/task")]
+    except (OSError, ValueError):
+        return {}
+    return {tid: run_queue_wait_s(Path(f"/proc/self/task/{tid}/schedstat")) for tid in tids if tid != own_tid}
 
 
 def _native_thread_id() -> int:

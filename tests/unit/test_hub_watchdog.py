@@ -11,8 +11,16 @@ from pathlib import Path
 import pytest
 
 from agui_bridge.config import ConfigError, load_settings
+from agui_bridge.worker import hub_watchdog
 from agui_bridge.worker.hooks import gunicorn_settings
-from agui_bridge.worker.hub_watchdog import BlockAccounting, BlockReport, blocked_stack, logged_reports
+from agui_bridge.worker.hub_watchdog import (
+    BlockAccounting,
+    BlockReport,
+    HubWatchdog,
+    blocked_stack,
+    logged_reports,
+    others_waited_s,
+)
 from tests.support.hub_guard import HubGuard, run_patched
 
 REPO = Path(__file__).resolve().parents[2]
@@ -173,3 +181,62 @@ def test_a_patched_script_that_holds_the_hub_fails_its_test_with_the_stack() -> 
     """Even a stall in the script's last instant: the report is written before the process exits."""
     with pytest.raises(AssertionError, match=r"(?s)reported 1 stall.*in hold_the_hub"):
         run_patched(_HOLDS_THE_HUB_AT_THE_END, cwd=REPO)
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "waited"),
+    [
+        ({}, {}, 0.0),
+        ({1: 0.5}, {1: 0.5}, 0.0),
+        ({1: 0.5, 2: 1.0}, {1: 0.52, 2: 1.09}, 0.09),  # the longest wait of any other thread
+        ({1: 0.5}, {2: 3.0}, 0.0),  # a thread that ended and one that began: no reading of either twice
+    ],
+)
+def test_the_other_threads_longest_wait_for_a_cpu(
+    before: dict[int, float], now: dict[int, float], waited: float
+) -> None:
+    assert others_waited_s(before, now) == pytest.approx(waited)
+
+
+class _FakeLoop:
+    def __init__(self) -> None:
+        self.reports: list[BlockReport] = []
+
+    def run_callback_threadsafe(self, _deliver: object, report: BlockReport) -> None:
+        self.reports.append(report)
+
+
+class _FakeHub:
+    def __init__(self) -> None:
+        self.loop = _FakeLoop()
+
+
+class _Blocked:
+    """What gevent's EventLoopBlocked carries that the watchdog reads."""
+
+    def __init__(self, greenlet: object) -> None:
+        self.greenlet = greenlet
+        self.info = ["Blocked Stack (for thread id 0x1):", '  File "a.py", line 1, in f', "Info:"]
+
+
+@pytest.mark.parametrize(("others_wait_per_window_s", "reports"), [(0.0, 1), (0.025, 0)])
+def test_a_stall_spent_behind_a_gil_holder_waiting_for_a_cpu_is_not_reported(
+    monkeypatch: pytest.MonkeyPatch, others_wait_per_window_s: float, reports: int
+) -> None:
+    """Six 25 ms windows without a switch: a block of 150 ms, unless another thread of the process (the GIL
+    holder the hub waits behind, sleeping) waited for a CPU the whole time."""
+    waits = {"other": 0.0}
+    monkeypatch.setattr(hub_watchdog, "run_queue_wait_s", lambda _path: 0.0)  # the hub's own count shows nothing
+    monkeypatch.setattr(hub_watchdog, "_other_threads_waits", lambda _tid: {7: waits["other"]})
+    watchdog = HubWatchdog(0.1, lambda _report: None)
+    hub = _FakeHub()
+    now = watchdog._last_at
+    for _ in range(6):
+        watchdog._pending = _Blocked(GREENLET_A)
+        now += 0.025
+        waits["other"] += others_wait_per_window_s
+        watchdog.window_ended(hub, now)
+    now += 0.025
+    waits["other"] += others_wait_per_window_s
+    watchdog.window_ended(hub, now)  # the hub ran again
+    assert len(hub.loop.reports) == reports

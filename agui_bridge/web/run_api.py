@@ -22,8 +22,7 @@ def run() -> Response:
     response = Response(stream, status=200, content_type=SSE_CONTENT_TYPE, direct_passthrough=True)
     for name, value in SSE_RESPONSE_HEADERS:
         response.headers[name] = value
-    if (
-        stream.execution_id
-    ):  # a load balancer learns the execution's host from it (docs/http-api.md#execution-id-header)
+    # A load balancer learns the execution's host from it (docs/http-api.md#execution-id-header).
+    if stream.execution_id:
         response.headers[EXECUTION_ID_HEADER] = stream.execution_id
     return response

@@ -35,7 +35,7 @@ from agui_bridge.chat.output import BOLD, DIM, RED, YELLOW, EventView, Printer, 
 from agui_bridge.chat.questions import answer_payload, expires_in, question_for
 from agui_bridge.chat.sse import ChatUsageError, describe_http_error
 from agui_bridge.config import limits
-from agui_bridge.protocol.control import ID_CONTROL
+from agui_bridge.protocol.control import ID_CONTROL, encodes_as_utf8
 from agui_bridge.protocol.events import SESSION_EVENT
 
 if TYPE_CHECKING:
@@ -115,14 +115,6 @@ def _checked_id(value: str, what: str) -> str:
     return value
 
 
-def _encodes_as_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _checked_thread_id(value: str) -> str:
     """`--thread` as `POST /` admits a threadId (docs/http-api.md#limits): argv under a non-UTF-8
     locale can carry a lone surrogate, which names no thread. Unlike `_checked_id`, spaces stay allowed: the
@@ -132,7 +124,7 @@ def _checked_thread_id(value: str) -> str:
         or len(value) > limits.MAX_ID_CHARS
         or value.startswith("/")
         or ID_CONTROL.search(value) is not None
-        or not _encodes_as_utf8(value)
+        or not encodes_as_utf8(value)
     ):
         raise ChatUsageError(
             f"--thread must be 1 to {limits.MAX_ID_CHARS} characters of valid Unicode,"

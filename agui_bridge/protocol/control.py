@@ -2,14 +2,15 @@
 
 An id that ends up in a URL refuses C0, DEL and C1 (docs/design.md#input-validation); a log line and a
 terminal also escape what reads other than it is (the Unicode line/paragraph separators and the
-bidirectional overrides). The terminal keeps tab and line feed as the text's own layout. Pure.
+bidirectional overrides). The terminal keeps tab and line feed as the text's own layout. A lone surrogate
+(valid JSON as an escape, and in argv under a non-UTF-8 locale) cannot be written as UTF-8 at all. Pure.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["ID_CONTROL", "LOG_CONTROL", "TERMINAL_CONTROL", "escape_matches"]
+__all__ = ["ID_CONTROL", "LOG_CONTROL", "TERMINAL_CONTROL", "encodes_as_utf8", "escape_matches"]
 
 #: C0 (CR, LF, ESC...), DEL and C1 (CSI, OSC, NEL as single code points), as a character-class body.
 _C0_DEL_C1 = r"\x00-\x1f\x7f-\x9f"
@@ -34,3 +35,12 @@ def _visible(match: re.Match[str]) -> str:
 def escape_matches(pattern: re.Pattern[str], text: str) -> str:
     """`text` with each character `pattern` matches replaced by its visible escape (`ESC` -> `\\x1b`)."""
     return pattern.sub(_visible, text)
+
+
+def encodes_as_utf8(text: str) -> bool:
+    """False for text holding a lone surrogate: it names nothing a UTF-8 answer or request could carry."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -23,6 +23,7 @@ from agui_bridge.config.settings import Settings
 from agui_bridge.errors import InvalidInput, InvalidJson, RequestTooLarge, UnsupportedMediaType
 from agui_bridge.i18n.language import language_from_accept
 from agui_bridge.i18n.message_keys import MessageKey
+from agui_bridge.protocol.control import encodes_as_utf8
 from agui_bridge.runs.request import RunRequest
 from agui_bridge.runs.request import read_run_request as validate_run_request
 from agui_bridge.validation.bounds import check_body_bounds, prescan_json_text
@@ -159,14 +160,6 @@ def loads_unique_top_level(body: bytes) -> Any:
     return members
 
 
-def _encodes_as_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def duplicate_key_error(key: str) -> InvalidInput:
     """INVALID_INPUT naming the key (shortened, as JSON text so nothing unprintable reaches the message).
 
@@ -176,7 +169,7 @@ def duplicate_key_error(key: str) -> InvalidInput:
     """
     shortened = key if len(key) <= _SHOWN_KEY_CHARS else key[:_SHOWN_KEY_CHARS] + "…"
     shown = json.dumps(shortened, ensure_ascii=False).encode("utf-8", "backslashreplace").decode("utf-8")
-    field = pointer_from_tokens([key]) if len(key) <= limits.MAX_ID_CHARS and _encodes_as_utf8(key) else ""
+    field = pointer_from_tokens([key]) if len(key) <= limits.MAX_ID_CHARS and encodes_as_utf8(key) else ""
     return InvalidInput(MessageKey.DUPLICATE_KEY, field=field, params={"name": shown})
 
 

@@ -73,6 +73,15 @@ def hold_a_run(server: BridgeServer, tmp_path: Path, text: str) -> StreamReader 
     return reader
 
 
+def hold_a_run_somewhere(server: BridgeServer, tmp_path: Path, text: str) -> StreamReader:
+    """A held run on whichever worker has a place (a run landing on a full one is refused: tried again, bounded)."""
+    for _ in range(20):
+        reader = hold_a_run(server, tmp_path, text)
+        if reader is not None:
+            return reader
+    raise AssertionError("no worker took the run in 20 tries")
+
+
 def test_the_agent_answers_the_free_share_and_zero_when_full_or_draining(
     tmp_path: Path, demo_url: str, demo_token: str
 ) -> None:
@@ -119,12 +128,7 @@ def test_garbage_agent_send_gets_one_line_and_a_killed_worker_stops_counting(
         answers(server, b"100%\n")
         assert requests.get(server.url + "health", timeout=5).status_code == 200  # no worker stalled
 
-        reader = None
-        for _ in range(20):
-            reader = hold_a_run(server, tmp_path, "slow [SLOW 60]")
-            if reader is not None:
-                break
-        assert reader is not None
+        reader = hold_a_run_somewhere(server, tmp_path, "slow [SLOW 60]")
         eventually(lambda: answers(server, b"75%\n"))
         for pid in server.child_pids():  # SIGKILL both workers: the master reaps them and forgets their runs
             os.kill(pid, signal.SIGKILL)
@@ -145,12 +149,7 @@ def test_a_reload_keeps_counting_the_new_workers(tmp_path: Path, demo_url: str, 
 
         eventually(replaced, timeout_s=30)
         eventually(lambda: answers(server, b"100%\n"))
-        reader = None
-        for _ in range(20):
-            reader = hold_a_run(server, tmp_path, "slow [SLOW 60]")
-            if reader is not None:
-                break
-        assert reader is not None
+        reader = hold_a_run_somewhere(server, tmp_path, "slow [SLOW 60]")
         answers_soon(server, b"75%\n")  # the new workers report through the same answer
         reader.response.close()
         answers_soon(server, b"100%\n")

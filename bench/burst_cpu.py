@@ -86,13 +86,13 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    versions = [(v.split("=", 1)[0], Path(v.split("=", 1)[1]).resolve()) for v in args.version]
+    versions = h.parse_versions(args.version)
     work = Path(tempfile.mkdtemp(prefix="agui-burst-cpu-"))
     replay = h.Replay(work, secrets.token_hex(16), deltas=10, ping_interval=15.0, hold_max=120.0)
     cpu: dict[str, list[float]] = {name: [] for name, _ in versions}
     try:
         for rnd in range(args.rounds):
-            for name, root in versions if rnd % 2 == 0 else versions[::-1]:
+            for name, root in h.alternated(versions, rnd):
                 row = measure(name, root, replay, work, args.streams, rnd)
                 print(json.dumps(row), flush=True)
                 cpu[name].append(row["worker_cpu_ms_per_stream"])

@@ -122,14 +122,13 @@ def main() -> None:
     ap.add_argument("--py-spy", type=Path, default=None)
     ap.add_argument("--strace", type=Path, default=None, help="DIR: strace -c the worker (CPU figures are then void)")
     args = ap.parse_args()
-    versions = [(v.split("=", 1)[0], Path(v.split("=", 1)[1]).resolve()) for v in args.version]
+    versions = h.parse_versions(args.version)
     work = Path(tempfile.mkdtemp(prefix="agui-cpu-turns-"))
     replay = h.Replay(work, secrets.token_hex(16), deltas=10)
     results: dict[str, list[float]] = {n: [] for n, _ in versions}
     try:
         for rnd in range(args.rounds):
-            order = versions if rnd % 2 == 0 else versions[::-1]
-            for name, root in order:
+            for name, root in h.alternated(versions, rnd):
                 row = measure(name, root, replay, work, args.turns, args.py_spy, rnd, args.strace)
                 print(json.dumps(row), flush=True)
                 results[name].append(row["cpu_ms_per_turn"])

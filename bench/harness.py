@@ -608,6 +608,19 @@ def run_json(argv: Sequence[str], *, env: dict[str, str], timeout: float, cwd: P
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+Version = tuple[str, Path]
+
+
+def parse_versions(specs: Sequence[str]) -> list[Version]:
+    """`NAME=DIR` options of the hand-run A/B tools (DIR holds an `agui_bridge/`), as (name, resolved dir)."""
+    return [(spec.split("=", 1)[0], Path(spec.split("=", 1)[1]).resolve()) for spec in specs]
+
+
+def alternated(versions: Sequence[Version], round_index: int) -> Sequence[Version]:
+    """The A/B order of one round: reversed every other round, so drift in the machine's load hits each alike."""
+    return versions if round_index % 2 == 0 else versions[::-1]
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
